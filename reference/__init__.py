@@ -1,0 +1,62 @@
+"""The reference oracle: slow, exact, and written to be read. SPEC.md is its definition.
+
+`build(source)` is the protocol entry point (SPEC.md, "The protocol"): it parses, checks and
+expands every gradient, or raises an IRError; it returns `run(buffers) -> buffers`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .build import Program, build_program
+from .errors import BuildError, GradientError, IRError, ParseError, RunError
+from .interp import EXACT, Interpreter, from_numpy, to_numpy
+from .syntax import parse
+
+NAME = "reference"
+VERSION = "0.1.0"
+CAPABILITIES = {"unsupported": [], "ulp": {}, "bit_exact_gradients": True}
+
+__all__ = ["BuildError", "GradientError", "IRError", "ParseError", "Program", "RunError",
+           "build", "compile_program"]
+
+
+def compile_program(source: str) -> Program:
+    """Parse and build `source`: the checked program with every gradient expanded."""
+    return build_program(parse(source))
+
+
+class Runner:
+    """The callable `build` returns: the program's run, on numpy arrays."""
+
+    def __init__(self, program: Program):
+        self.program = program
+        self.interpreter = Interpreter(program, EXACT)
+
+    def __call__(self, buffers: dict[int, np.ndarray]) -> dict[int, np.ndarray]:
+        memory = {}
+        for slot, node in self.program.buffers.items():
+            if slot not in buffers:
+                raise RunError(node.line, str(slot), f"no initial contents for slot {slot} "
+                               f"({node.dtype}{list(node.shape)})")
+            given = np.asarray(buffers[slot])
+            if given.shape != node.shape or given.dtype != np.dtype(_NUMPY[node.dtype]):
+                raise RunError(node.line, str(slot), f"slot {slot} is {node.dtype}"
+                               f"{list(node.shape)}, and was given {given.dtype}"
+                               f"{list(given.shape)}")
+            memory[slot] = from_numpy(given, node.dtype)
+        extra = set(buffers) - set(self.program.buffers)
+        if extra:
+            raise RunError(0, str(min(extra)), f"slot {min(extra)} is not declared by the "
+                           "program")
+        final = self.interpreter.run(memory)
+        return {slot: to_numpy(final[slot], node.dtype)
+                for slot, node in self.program.buffers.items()}
+
+
+_NUMPY = {"f32": np.float32, "i32": np.int32, "bool": np.bool_}
+
+
+def build(source: str) -> Runner:
+    """Parse, check and expand `source`; raise IRError if it is invalid."""
+    return Runner(compile_program(source))

@@ -1,0 +1,531 @@
+"""From parsed statements to a built program: names, scopes, buffers, ranges, functions, and
+every `gradient` expanded. SPEC.md, "Programs", "Buffers", "Loops", "Functions".
+
+Everything invalid is rejected here, at build time, with a BuildError (or a GradientError)
+naming the line and the token.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from . import errors, gradient
+from .errors import BuildError, GradientError
+from .graph import DTYPES, Graph, Node, SignatureError, check_shape, infer
+from .syntax import Operand, Statement
+
+MAX_NESTING = 64  # ranges inside ranges, and calls inside function bodies; SPEC.md, "Limits"
+_EFFECT_OPS = ("store", "end", "return", "def")
+
+
+# --- the built program ----------------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class Define:
+    """A statement that names a value. `created`: the nodes this statement added to the graph
+    (for a gradient, its whole expansion), in the order made."""
+
+    line: int
+    name: str
+    node: Node
+    created: list[Node]
+    expansion: gradient.Expansion | None = None
+
+
+@dataclass(eq=False)
+class Store:
+    line: int
+    buffer: Node
+    value: Node
+    index: Node | None
+    created: list[Node]
+
+
+@dataclass(eq=False)
+class Loop:
+    line: int
+    counter: Node
+    name: str
+    count: int
+    body: list = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class Instance:
+    """A function body built for one signature of arguments."""
+
+    graph: Graph
+    params: list[Node]
+    result: Node
+    statements: list[Define]
+
+
+@dataclass(eq=False)
+class Function:
+    name: str
+    line: int
+    params: list[str]
+    body: list[Statement]  # the statements between def and end, return last
+    depth: int  # how deep calls nest below it, itself included
+    instances: dict[tuple, Instance] = field(default_factory=dict)
+
+
+@dataclass(eq=False)
+class Program:
+    graph: Graph
+    statements: list  # Define | Store | Loop, in program order
+    buffers: dict[int, Node]  # slot -> buffer node
+    functions: dict[str, Function]
+    definitions: list[Statement]  # the def ... end statements as parsed, for printing
+    calls: dict[Node, Instance]  # call node -> the instance it runs
+    names: dict[Node, str]  # the first name given to each named node
+
+
+# --- the builder ----------------------------------------------------------------------------
+
+
+def build_program(statements: list[Statement]) -> Program:
+    """Build and check a parsed program. Raises BuildError or GradientError."""
+    return _Builder().run(statements)
+
+
+@dataclass(eq=False)
+class _Frame:
+    body: list
+    loop: Loop | None
+    names: list[str] = field(default_factory=list)
+
+
+class _Builder:
+    def __init__(self):
+        self.graph = Graph()
+        self.top: list = []
+        self.frames = [_Frame(self.top, None)]
+        self.visible: dict[str, Node] = {}
+        self.defined_at: dict[str, int] = {}  # every top-level name ever defined -> its line
+        self.buffers: dict[int, Node] = {}
+        self.stores_to: dict[int, int] = defaultdict(int)  # slot -> stores so far
+        self.functions: dict[str, Function] = {}
+        self.definitions: list[Statement] = []
+        self.calls: dict[Node, Instance] = {}
+        self.names: dict[Node, str] = {}
+        self.loads_in: dict[Node, frozenset[int]] = {}  # load -> ranges it was made inside
+        self.next_range = 1
+
+    @property
+    def scope(self) -> int:
+        loop = self.frames[-1].loop
+        return loop.counter.tag if loop else 0
+
+    def run(self, statements: list[Statement]) -> Program:
+        pending_def: list[Statement] | None = None
+        for statement in statements:
+            if pending_def is not None:
+                pending_def.append(statement)
+                if statement.op == "end" and _func_operand(statement) == pending_def[0].operands[0].text:
+                    self._define_function(pending_def)
+                    pending_def = None
+                elif statement.op == "def":
+                    raise BuildError(statement.line, "def", "a def cannot stand inside "
+                                     f"another (the def of {pending_def[0].operands[0].text} on "
+                                     f"line {pending_def[0].line} is still open)")
+                continue
+            if statement.op == "def":
+                if len(self.frames) > 1:
+                    raise BuildError(statement.line, "def", "def stands at top level only, "
+                                     "not inside a range")
+                if statement.target or not _func_operand(statement):
+                    raise BuildError(statement.line, statement.target or "def",
+                                     "expected 'def @name %param ...'")
+                pending_def = [statement]
+                continue
+            self._statement(statement)
+        if pending_def is not None:
+            first = pending_def[0]
+            name = first.operands[0].text
+            raise BuildError(0, name, f"the def of {name} on line {first.line} is never closed "
+                             f"(expected 'end {name}')")
+        if len(self.frames) > 1:
+            loop = self.frames[-1].loop
+            raise BuildError(0, loop.name, f"the range {loop.name} opened on line {loop.line} "
+                             f"is never closed (expected 'end {loop.name}')")
+        return Program(self.graph, self.top, dict(sorted(self.buffers.items())), self.functions,
+                       self.definitions, self.calls, self.names)
+
+    # --- statements -------------------------------------------------------------------------
+
+    def _statement(self, s: Statement) -> None:
+        if s.op in _EFFECT_OPS and s.target:
+            raise BuildError(s.line, s.target, f"{s.op} gives no value to name; write it "
+                             f"without '{s.target} ='")
+        if s.op not in _EFFECT_OPS and not s.target:
+            raise BuildError(s.line, s.op, f"a {s.op} statement needs a name: '%name = {s.op} ...'")
+        handler = {"buffer": self._buffer, "store": self._store, "range": self._range,
+                   "end": self._end, "gradient": self._gradient,
+                   "return": self._misplaced}.get(s.op, self._value)
+        handler(s)
+
+    def _misplaced(self, s: Statement) -> None:
+        raise BuildError(s.line, s.op, "return stands only at the end of a def body")
+
+    def _name(self, s: Statement, node: Node) -> None:
+        name = s.target
+        if name in self.defined_at:
+            raise BuildError(s.line, name, f"{name} is already defined on line "
+                             f"{self.defined_at[name]}; every name is assigned once")
+        self.defined_at[name] = s.line
+        self.visible[name] = node
+        self.frames[-1].names.append(name)
+        self.names.setdefault(node, name)
+
+    def _bind(self, s: Statement, node: Node, first: int) -> Define:
+        self._name(s, node)
+        define = Define(s.line, s.target, node, self.graph.nodes[first:])
+        self.frames[-1].body.append(define)
+        return define
+
+    def _buffer(self, s: Statement) -> None:
+        if len(self.frames) > 1:
+            raise BuildError(s.line, s.target, "buffers are declared at top level, not inside "
+                             "a range")
+        if s.operands:
+            raise BuildError(s.line, s.operands[0].text, "buffer takes no operands, only "
+                             "slot=, dtype= and shape=")
+        attrs = dict(s.attrs)
+        extra = set(attrs) - {"slot", "dtype", "shape"}
+        if extra:
+            raise BuildError(s.line, sorted(extra)[0], "buffer takes only slot=, dtype= and "
+                             "shape=")
+        slot, dtype = attrs.get("slot"), attrs.get("dtype")
+        if not isinstance(slot, int) or slot < 0:
+            raise BuildError(s.line, str(slot), "buffer needs slot=N, a non-negative integer")
+        if slot in self.buffers:
+            raise BuildError(s.line, str(slot), f"slot {slot} is already declared on line "
+                             f"{self.buffers[slot].line}")
+        if dtype not in DTYPES:
+            raise BuildError(s.line, str(dtype), "buffer needs dtype=f32, dtype=i32 or "
+                             "dtype=bool")
+        shape = _shape_attr(s, attrs.get("shape", ()))
+        first = len(self.graph.nodes)
+        node = self.graph.node("buffer", (), (("slot", slot),), line=s.line, dtype=dtype,
+                               shape=shape)
+        self.buffers[slot] = node
+        self._bind(s, node, first)
+
+    def _store(self, s: Statement) -> None:
+        if len(s.operands) not in (2, 3):
+            raise BuildError(s.line, "store", "store takes a buffer, a value and an optional "
+                             f"index, not {len(s.operands)} operands")
+        _no_attrs(s)
+        first = len(self.graph.nodes)
+        buffer, value, *index = (self._operand(s, o) for o in s.operands)
+        if buffer.op != "buffer":
+            raise BuildError(s.line, s.operands[0].text, "store writes to a buffer, and "
+                             f"{s.operands[0].text} is a value")
+        if value.op == "buffer":
+            raise BuildError(s.line, s.operands[1].text, "store writes a value, and "
+                             f"{s.operands[1].text} is a buffer: load it first")
+        if value.dtype != buffer.dtype:
+            raise BuildError(s.line, s.operands[1].text, f"the buffer is {buffer.dtype} and the "
+                             f"value {value.dtype}" + _literal_hint(value, buffer.dtype))
+        if index:
+            if index[0].dtype != "i32" or index[0].shape != ():
+                raise BuildError(s.line, s.operands[2].text, "an index must be an i32 scalar")
+            if value.shape != ():
+                raise BuildError(s.line, s.operands[1].text, "a store to one element takes a "
+                                 f"scalar value, not {list(value.shape)}")
+        elif not value.is_literal and value.shape != buffer.shape:
+            raise BuildError(s.line, s.operands[1].text, f"the buffer has shape "
+                             f"{list(buffer.shape)} and the value {list(value.shape)}")
+        self.stores_to[buffer.attr("slot")] += 1
+        self.frames[-1].body.append(Store(s.line, buffer, value, index[0] if index else None,
+                                          self.graph.nodes[first:]))
+
+    def _range(self, s: Statement) -> None:
+        _no_attrs(s)
+        if len(s.operands) != 1 or s.operands[0].kind != "i32":
+            token = s.operands[0].text if s.operands else "range"
+            raise BuildError(s.line, token, "range takes one operand, its count: an i32 literal")
+        count = s.operands[0].value
+        if count < 0:
+            raise BuildError(s.line, s.operands[0].text, "the count of a range cannot be "
+                             "negative")
+        if len(self.frames) > MAX_NESTING:
+            raise BuildError(s.line, s.target, f"ranges nest deeper than {MAX_NESTING}")
+        loop_id = self.next_range
+        self.next_range += 1
+        counter = self.graph.node("range", (), (("count", count),), scope=loop_id, tag=loop_id,
+                                  line=s.line, dtype="i32", shape=())
+        loop = Loop(s.line, counter, s.target, count)
+        self.frames[-1].body.append(loop)
+        self.frames.append(_Frame(loop.body, loop))
+        self._name(s, counter)  # in the body's frame: visible in the body only
+
+    def _end(self, s: Statement) -> None:
+        _no_attrs(s)
+        frame = self.frames[-1]
+        token = s.operands[0].text if len(s.operands) == 1 else "end"
+        if frame.loop is None:
+            raise BuildError(s.line, token, "end closes nothing: no range is open"
+                             + (" (a def's end closes it only after a def)"
+                                if token.startswith("@") else ""))
+        if len(s.operands) != 1 or token != frame.loop.name:
+            raise BuildError(s.line, token, f"expected 'end {frame.loop.name}' to close the "
+                             f"range opened on line {frame.loop.line}")
+        self.frames.pop()
+        for name in frame.names:
+            del self.visible[name]
+
+    def _value(self, s: Statement) -> None:
+        first = len(self.graph.nodes)
+        node = self._value_node(s, self._operand, self.graph, self.scope)
+        if node.op == "load" and node not in self.loads_in:
+            self.loads_in[node] = frozenset(f.loop.counter.tag for f in self.frames if f.loop)
+        self._bind(s, node, first)
+
+    def _gradient(self, s: Statement) -> None:
+        _no_attrs(s)
+        if len(s.operands) != 2:
+            raise BuildError(s.line, "gradient", f"gradient takes y and x, not "
+                             f"{len(s.operands)} operands")
+        first = len(self.graph.nodes)
+        y, x = (self._operand(s, o) for o in s.operands)
+        reaching = reaching_stores(self.top)
+        open_ranges = {f.loop.counter.tag for f in self.frames if f.loop}
+        expansion = gradient.expand(
+            self.graph, y, x, scope=self.scope, line=s.line, token=s.operands[1].text,
+            on_open_range=lambda n: bool(self._ranges_of(n) & open_ranges),
+            stored_values=lambda load: [store.value for store in reaching.get(load, ())],
+            describe=self._describe)
+        self._bind(s, expansion.result, first).expansion = expansion
+
+    # --- values (shared with function bodies) ----------------------------------------------
+
+    def _operand(self, s: Statement, o: Operand) -> Node:
+        if o.kind == "name":
+            node = self.visible.get(o.text)
+            if node is None:
+                raise BuildError(s.line, o.text, self._undefined(o.text))
+            return node
+        return _literal_or_func(s, o, self.graph, self.scope)
+
+    def _undefined(self, name: str) -> str:
+        if name in self.defined_at:
+            return (f"{name} (line {self.defined_at[name]}) is defined inside a range body and "
+                    "visible only there")
+        return f"{name} is not defined; names are used only after the line that defines them"
+
+    def _value_node(self, s: Statement, operand, graph: Graph, scope: int) -> Node:
+        """The node of a value statement: an op of the signature table, or a call."""
+        if s.op == "call":
+            return self._call(s, operand, graph, scope)
+        operands = tuple(operand(s, o) for o in s.operands)
+        attrs = dict(s.attrs)
+        if isinstance(attrs.get("axis"), int):
+            attrs["axis"] = (attrs["axis"],)
+        for key in ("shape",):
+            if key in attrs:
+                attrs[key] = _shape_attr(s, attrs[key])
+        tag = None
+        if s.op == "load" and operands and operands[0].op == "buffer":
+            tag = self.stores_to[operands[0].attr("slot")]  # loads merge only between stores
+        try:
+            return graph.node(s.op, operands, attrs.items(), scope=scope, tag=tag, line=s.line)
+        except SignatureError as problem:
+            k = problem.operand
+            token = s.operands[k].text if k is not None and k < len(s.operands) else s.op
+            raise BuildError(s.line, token, str(problem)) from None
+
+    def _call(self, s: Statement, operand, graph: Graph, scope: int) -> Node:
+        _no_attrs(s)
+        if not s.operands or s.operands[0].kind != "func":
+            raise BuildError(s.line, "call", "call takes an @function, then its arguments")
+        name = s.operands[0].text
+        function = self.functions.get(name)
+        if function is None:
+            raise BuildError(s.line, name, f"{name} is not defined; a function is defined with "
+                             "def before its first call")
+        args = tuple(operand(s, o) for o in s.operands[1:])
+        if len(args) != len(function.params):
+            raise BuildError(s.line, name, f"{name} takes {len(function.params)} arguments, "
+                             f"not {len(args)}")
+        for o, arg in zip(s.operands[1:], args, strict=True):
+            if arg.op == "buffer":
+                raise BuildError(s.line, o.text, f"{o.text} is a buffer: load it first")
+        instance = self._instance(function, args, s.line)
+        node = graph.node("call", args, (("func", name),), scope=scope, line=s.line,
+                          dtype=instance.result.dtype, shape=instance.result.shape)
+        self.calls[node] = instance
+        return node
+
+    # --- functions --------------------------------------------------------------------------
+
+    def _define_function(self, statements: list[Statement]) -> None:
+        head, body = statements[0], statements[1:-1]
+        if head.target or head.attrs or not head.operands or head.operands[0].kind != "func":
+            raise BuildError(head.line, head.op, "expected 'def @name %param ...'")
+        name = head.operands[0].text
+        params = [o.text for o in head.operands[1:]]
+        for o in head.operands[1:]:
+            if o.kind != "name":
+                raise BuildError(head.line, o.text, "a parameter is a %name")
+        if len(set(params)) != len(params):
+            raise BuildError(head.line, name, "a parameter name appears twice")
+        if name in self.functions:
+            raise BuildError(head.line, name, f"{name} is already defined on line "
+                             f"{self.functions[name].line}")
+        depth = 1
+        for k, s in enumerate(body):
+            last = k == len(body) - 1
+            if s.op == "gradient":
+                raise GradientError(s.line, "gradient", errors.IN_FUNCTION,
+                                    f"a gradient cannot stand in a function body ({name})")
+            if s.op in ("buffer", "load", "store", "range", "end", "def"):
+                raise BuildError(s.line, s.op, f"a function body holds value ops only, not "
+                                 f"{s.op}")
+            if s.op == "return":
+                if not last or len(s.operands) != 1 or s.target or s.attrs:
+                    raise BuildError(s.line, "return", "a body ends with exactly one "
+                                     "'return %value', as its last statement")
+            elif not s.target:
+                raise BuildError(s.line, s.op, f"a {s.op} statement needs a name")
+            if s.op == "call" and s.operands and s.operands[0].text in self.functions:
+                depth = max(depth, 1 + self.functions[s.operands[0].text].depth)
+        if not body or body[-1].op != "return":
+            raise BuildError(statements[-1].line, "end", f"the body of {name} must end with "
+                             "'return %value'")
+        if depth > MAX_NESTING:
+            raise BuildError(head.line, name, f"calls nest deeper than {MAX_NESTING}")
+        self.functions[name] = Function(name, head.line, params, body, depth)
+        self.definitions += statements
+
+    def _instance(self, function: Function, args: tuple[Node, ...], line: int) -> Instance:
+        """The body built for these argument types (dtype and shape), made once."""
+        signature = tuple((a.dtype, a.shape) for a in args)
+        if signature in function.instances:
+            return function.instances[signature]
+        graph = Graph()
+        params = [graph.node("param", (), (("index", k),), dtype=d, shape=sh, line=function.line)
+                  for k, (d, sh) in enumerate(signature)]
+        env = dict(zip(function.params, params, strict=True))
+        defined = {p: function.line for p in function.params}
+
+        def operand(s: Statement, o: Operand) -> Node:
+            if o.kind == "name":
+                if o.text not in env:
+                    raise BuildError(s.line, o.text, f"{o.text} is not defined in {function.name}"
+                                     "; a body sees its parameters and its own names only")
+                return env[o.text]
+            return _literal_or_func(s, o, graph, 0)
+
+        statements = []
+        try:
+            for s in function.body:
+                if s.op == "return":
+                    result = operand(s, s.operands[0])
+                    break
+                if s.target in defined:
+                    raise BuildError(s.line, s.target, f"{s.target} is already defined on line "
+                                     f"{defined[s.target]}")
+                first = len(graph.nodes)
+                node = self._value_node(s, operand, graph, 0)
+                env[s.target], defined[s.target] = node, s.line
+                statements.append(Define(s.line, s.target, node, graph.nodes[first:]))
+        except BuildError as problem:
+            types = ", ".join(f"{d}{list(sh)}" for d, sh in signature) or "no arguments"
+            raise BuildError(problem.line, problem.token, f"{problem.message} (in "
+                             f"{function.name}, called on line {line} with {types})") from None
+        instance = Instance(graph, params, result, statements)
+        function.instances[signature] = instance
+        return instance
+
+    # --- what gradient asks -------------------------------------------------------------------
+
+    def _ranges_of(self, node: Node) -> frozenset[int]:
+        """The ranges a node depends on: through a counter, or a load made inside a body."""
+        memo: dict[Node, frozenset[int]] = {}
+        for n in gradient.post_order(node):
+            own = frozenset((n.tag,)) if n.op == "range" else self.loads_in.get(n, frozenset())
+            memo[n] = own.union(*(memo[o] for o in n.operands))
+        return memo[node]
+
+    def _describe(self, node: Node) -> str:
+        if node.is_literal:
+            value = node.attr("value")
+            return Operand(node.dtype, "", value).canonical()
+        name = self.names.get(node)
+        if name:
+            return f"{name} (line {node.line})" if node.line else name
+        return f"the {node.op} node made on line {node.line}"
+
+
+def reaching_stores(statements: list) -> dict[Node, set[Store]]:
+    """For each load, the stores whose written value it may read (SPEC.md, "Memory").
+
+    Program order, statically: a store of the whole buffer hides the stores before it; a store
+    to one element adds itself to them. A range body's loads also read what the body stored in
+    earlier iterations, found by running the body's flow to a fixed point.
+    """
+    found: dict[Node, set[Store]] = defaultdict(set)
+
+    def flow(body: list, state: dict[int, frozenset]) -> dict[int, frozenset]:
+        for s in body:
+            if isinstance(s, Define) and s.node.op == "load":
+                found[s.node] |= state.get(s.node.operands[0].attr("slot"), frozenset())
+            elif isinstance(s, Store):
+                slot = s.buffer.attr("slot")
+                earlier = frozenset() if s.index is None else state.get(slot, frozenset())
+                state = {**state, slot: earlier | {s}}
+            elif isinstance(s, Loop) and s.count > 0:
+                entry = state
+                while True:
+                    out = flow(s.body, entry)
+                    merged = {k: state.get(k, frozenset()) | out.get(k, frozenset())
+                              for k in state.keys() | out.keys()}
+                    if s.count == 1 or merged == entry:
+                        break
+                    entry = merged
+                state = out
+        return state
+
+    flow(statements, {})
+    return found
+
+
+# --- small helpers ----------------------------------------------------------------------------
+
+
+def _literal_or_func(s: Statement, o: Operand, graph: Graph, scope: int) -> Node:
+    if o.kind == "func":
+        raise BuildError(s.line, o.text, f"{o.text} is a function: only call takes one")
+    return graph.const(o.kind, o.value, scope=scope, line=s.line)
+
+
+def _func_operand(s: Statement):
+    return s.operands[0].text if s.operands and s.operands[0].kind == "func" else None
+
+
+def _shape_attr(s: Statement, shape) -> tuple[int, ...]:
+    if isinstance(shape, int):
+        shape = (shape,)
+    try:
+        return check_shape(shape)
+    except SignatureError as problem:
+        raise BuildError(s.line, "shape", str(problem)) from None
+
+
+def _no_attrs(s: Statement) -> None:
+    if s.attrs:
+        raise BuildError(s.line, s.attrs[0][0], f"{s.op} takes no attributes")
+
+
+def _literal_hint(value: Node, dtype: str) -> str:
+    if value.is_literal and dtype == "f32" and value.dtype == "i32":
+        return "; write an f32 literal with a '.', like 1.0"
+    return ""
+
+
+__all__ = ["Define", "Function", "Instance", "Loop", "Program", "Store", "build_program",
+           "infer", "reaching_stores"]

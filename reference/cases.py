@@ -1,0 +1,155 @@
+"""Case files: `.ir` programs with their expected behaviour in `#:` lines. SPEC.md, "Case files".
+
+    #: in 0 = -2.0 -1.0 0x3f800000      initial contents of slot 0, row-major (else zeros)
+    #: out 1 = 10.0 1.0                 slot 1 after the run, bit for bit (NaN matches NaN)
+    #: near 1 = 0.333                   within 1e-5 + 1e-4 |want| (what run-examples means)
+    #: error                            build must reject the program
+    #: error no-rule                    ... and with this kind (a rule code, syntax, invalid)
+    #: error-mentions TEXT              ... and the message must contain TEXT
+    #: run-error                        build must accept it and run must fail (an index)
+
+The format is the one of ../shared/spec/examples, extended by an error kind and run-error.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import exact
+from .errors import IRError
+from .syntax import parse
+
+_EXPECT = re.compile(r"#:\s*(in|out|near)\s+(\d+)\s*=(.*)")
+NUMPY = {"f32": np.float32, "i32": np.int32, "bool": np.bool_}
+
+
+@dataclass
+class Case:
+    name: str
+    source: str
+    inputs: dict[int, np.ndarray] = field(default_factory=dict)
+    outputs: dict[int, np.ndarray] = field(default_factory=dict)
+    near: dict[int, np.ndarray] = field(default_factory=dict)
+    error: str | None = None  # None: valid; "any": some rejection; else the kind
+    mentions: list[str] = field(default_factory=list)
+    run_error: bool = False
+
+
+def value(token: str, dtype: str):
+    """One value of an expectation: decimal (rounded once, exactly), 0x bits, true/false."""
+    if dtype == "bool":
+        if token not in ("true", "false"):
+            raise ValueError(f"a bool is true or false, not {token!r}")
+        return token == "true"
+    if token.lower().startswith("0x"):
+        bits = int(token, 16)
+        return exact.decode(bits) if dtype == "f32" else exact.to_signed(bits)
+    if dtype == "f32":
+        return exact.decode(exact.f32_from_text(token))
+    return exact.i32_from_text(token)
+
+
+def buffer_slots(source: str) -> dict[int, tuple[str, tuple[int, ...]]]:
+    """slot -> (dtype, shape), from the buffer statements of a program that parses."""
+    slots = {}
+    for s in parse(source):
+        if s.op == "buffer":
+            shape = s.attr("shape", ())
+            slots[s.attr("slot")] = (s.attr("dtype"), (shape,) if isinstance(shape, int)
+                                     else tuple(shape))
+    return slots
+
+
+def load_case(path: str | pathlib.Path) -> Case:
+    path = pathlib.Path(path)
+    return parse_case(path.read_text(), path.name)
+
+
+def parse_case(source: str, name: str = "<case>") -> Case:
+    case = Case(name, source)
+    slots = None
+    for line in source.splitlines():
+        line = line.strip()
+        match = _EXPECT.match(line)
+        if match:
+            slots = slots if slots is not None else buffer_slots(source)
+            kind, slot = match.group(1), int(match.group(2))
+            dtype, shape = slots[slot]
+            values = [value(t, dtype) for t in match.group(3).split()]
+            array = np.array(values, dtype=NUMPY[dtype])
+            if array.size != int(np.prod(shape)):
+                raise ValueError(f"{name}: '{kind} {slot}' gives {array.size} values for shape "
+                                 f"{list(shape)}")
+            {"in": case.inputs, "out": case.outputs, "near": case.near}[kind][slot] = \
+                array.reshape(shape)
+        elif re.match(r"#:\s*error-mentions\s", line):
+            case.mentions.append(line.split("error-mentions", 1)[1].strip())
+            case.error = case.error or "any"
+        elif re.match(r"#:\s*error\b", line):
+            kind = line.split("error", 1)[1].strip()
+            case.error = kind or "any"
+        elif re.match(r"#:\s*run-error\b", line):
+            case.run_error = True
+    return case
+
+
+def same_bits(want: np.ndarray, got: np.ndarray) -> bool:
+    """Equal dtype, shape and bits, except that any NaN matches any NaN."""
+    if want.dtype != got.dtype or want.shape != got.shape:
+        return False
+    if want.dtype == np.float32:
+        w, g = want.view(np.uint32).ravel(), got.view(np.uint32).ravel()
+        return all(exact.same_f32(int(a), int(b)) for a, b in zip(w, g, strict=True))
+    return bool(np.array_equal(want, got))
+
+
+def initial_buffers(case: Case, slots) -> dict[int, np.ndarray]:
+    return {slot: case.inputs.get(slot, np.zeros(shape, NUMPY[dtype]))
+            for slot, (dtype, shape) in slots.items()}
+
+
+def check(case: Case, build) -> tuple[bool, str]:
+    """Run one case against an implementation's `build`; (passed, why)."""
+    try:
+        run = build(case.source)
+    except Exception as problem:  # noqa: BLE001 - any exception from build is a rejection
+        if case.error is None:
+            return False, f"build raised {type(problem).__name__}: {problem}"
+        kind = getattr(problem, "kind", None)
+        if case.error != "any" and isinstance(problem, IRError) and kind != case.error:
+            return False, f"rejected as '{kind}', expected '{case.error}': {problem}"
+        missing = [t for t in case.mentions if t not in str(problem)]
+        if missing:
+            return False, f"rejected, but the message does not mention {missing}: {problem}"
+        return True, f"rejected as expected: {problem}"
+    if case.error is not None:
+        return False, "build accepted an invalid program"
+    try:
+        out = run(initial_buffers(case, buffer_slots(case.source)))
+    except Exception as problem:  # noqa: BLE001 - reported, not raised
+        if case.run_error:
+            return True, f"run failed as expected: {problem}"
+        return False, f"run raised {type(problem).__name__}: {problem}"
+    if case.run_error:
+        return False, "run succeeded, and a run-time error was expected"
+    for slot, want in case.outputs.items():
+        got = np.asarray(out.get(slot))
+        if not same_bits(want, got):
+            return False, f"slot {slot}: expected {want.tolist()}, got {got.tolist()}"
+    for slot, want in case.near.items():
+        got = np.asarray(out.get(slot), dtype=np.float64)
+        if got.shape != want.shape or not np.all(np.abs(got - want) <= 1e-5 + 1e-4 * abs(want)):
+            return False, f"slot {slot}: expected about {want.tolist()}, got {got.tolist()}"
+    return True, "ok"
+
+
+def case_paths(paths) -> list[pathlib.Path]:
+    """The .ir files named, folders searched recursively, in a stable order."""
+    found = []
+    for p in map(pathlib.Path, paths):
+        found += sorted(p.rglob("*.ir")) if p.is_dir() else [p]
+    return found

@@ -1,0 +1,69 @@
+"""The reference's errors. SPEC.md, "Errors".
+
+Every error the reference raises for bad input is an `IRError`: it names the line, the token
+at fault, and what was expected. Nothing else escapes the parser, the builder or the
+interpreter; anything else would be a bug in the reference.
+"""
+
+from __future__ import annotations
+
+# Stable codes of the gradient rejection rules (SPEC.md, "When gradient is rejected").
+LOSS_NOT_F32_SCALAR = "loss-not-f32-scalar"
+X_NOT_F32 = "x-not-f32"
+X_LITERAL = "x-literal"
+OPEN_RANGE = "open-range"
+NO_RULE = "no-rule"
+IN_FUNCTION = "in-function"
+RULES = (LOSS_NOT_F32_SCALAR, X_NOT_F32, X_LITERAL, OPEN_RANGE, NO_RULE, IN_FUNCTION)
+
+
+class IRError(Exception):
+    """Bad input: `line` is 1-based (0 when the error concerns the whole text), `token` is the
+    text at fault, `message` says what is wrong and what was expected."""
+
+    kind = "invalid"
+
+    def __init__(self, line: int, token: str, message: str):
+        self.line, self.token, self.message = line, token, message
+        super().__init__(self.describe())
+
+    def describe(self) -> str:
+        where = f"line {self.line}" if self.line else "end of text"
+        at = f" at '{_clip(self.token)}'" if self.token else ""
+        return f"{where}{at}: {self.message}"
+
+
+class ParseError(IRError):
+    """The text does not follow the grammar."""
+
+    kind = "syntax"
+
+
+class BuildError(IRError):
+    """Well-formed text that is not a valid program: names, dtypes, shapes, structure."""
+
+    kind = "invalid"
+
+
+class GradientError(BuildError):
+    """A `gradient` that the rules reject; `rule` is one of RULES."""
+
+    def __init__(self, line: int, token: str, rule: str, message: str):
+        assert rule in RULES, rule
+        self.rule = rule
+        super().__init__(line, token, f"gradient rejected [{rule}]: {message}")
+
+    @property
+    def kind(self) -> str:  # type: ignore[override]
+        return self.rule
+
+
+class RunError(IRError):
+    """A failure while running a valid program: an index out of range, or bad buffers."""
+
+    kind = "run"
+
+
+def _clip(token: str, limit: int = 40) -> str:
+    token = token.encode("unicode_escape").decode("ascii")
+    return token if len(token) <= limit else token[: limit - 3] + "..."

@@ -1,0 +1,174 @@
+"""`gradient y x`: the checks, the walk, and its trace. SPEC.md, "gradient".
+
+The walk is iterative: a chain of 10^5 nodes neither recurses nor hits a limit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from . import exact, errors
+from .errors import GradientError
+from .graph import Graph, Node
+from .rules import rule_for, rule_key
+
+
+class Emitter:
+    """Builds the nodes of an expansion in the gradient statement's scope and line."""
+
+    def __init__(self, graph: Graph, scope: int, line: int):
+        self.graph, self.scope, self.line = graph, scope, line
+
+    def __call__(self, op: str, *operands: Node, **attrs) -> Node:
+        items = [(k, v) for k, v in attrs.items() if v is not None]
+        return self.graph.node(op, operands, items, scope=self.scope, line=self.line)
+
+    def f32(self, text: str) -> Node:
+        return self.graph.const("f32", exact.f32_from_text(text), scope=self.scope,
+                                line=self.line)
+
+
+@dataclass
+class Visit:
+    """One node the walk visited: the shares it received in arrival order, their left fold,
+    and what it passed to which operand (by operand index)."""
+
+    node: Node
+    shares: list[Node]
+    gradient: Node | None = None
+    passed: list[tuple[int, Node]] = field(default_factory=list)
+
+
+@dataclass
+class Expansion:
+    y: Node
+    x: Node
+    result: Node
+    visits: list[Visit]
+
+
+def expand(graph: Graph, y: Node, x: Node, *, scope: int, line: int, token: str,
+           on_open_range: Callable[[Node], bool],
+           stored_values: Callable[[Node], Iterable[Node]],
+           describe: Callable[[Node], str]) -> Expansion:
+    """Expand `gradient y x` into nodes of `graph`, or raise GradientError.
+
+    `on_open_range(n)`: n depends on a range whose body holds this gradient.
+    `stored_values(load)`: the values of the stores that `load` may read.
+    `describe(n)`: how the error messages name a node.
+    """
+    _check(y, x, line, token, on_open_range, describe)
+    e = Emitter(graph, scope, line)
+    carries = _depends_on_x(y, x, stored_values)
+    if y not in carries:
+        return Expansion(y, x, _zeros(e, x), [])
+    received: dict[Node, Visit] = {y: Visit(y, [e.f32("1.0")])}
+    visits, result = [], None
+    for node in reversed(post_order(y)):
+        visit = received.get(node)
+        if visit is None:
+            continue
+        visits.append(visit)
+        visit.gradient = left_fold(e, visit.shares)
+        if node is x:
+            result = visit.gradient  # x passes nothing on; the walk goes on to the end
+            continue
+        rule = rule_for(node)
+        if rule is None:
+            raise GradientError(
+                line, token, errors.NO_RULE,
+                f"the walk from {describe(y)} to {describe(x)} reaches {describe(node)}, and "
+                f"'{rule_key(node).replace('.', ' op=')}' has no gradient rule"
+                + (" (gradients do not go through memory)" if node.op == "load" else ""))
+        for k, operand in enumerate(node.operands):
+            if operand in carries:
+                share = rule(e, node, visit.gradient, k)
+                if share is not None:
+                    received.setdefault(operand, Visit(operand, [])).shares.append(share)
+                    visit.passed.append((k, share))
+    return Expansion(y, x, result if result is not None else _zeros(e, x), visits)
+
+
+def _check(y, x, line, token, on_open_range, describe) -> None:
+    """The rejection rules that do not need the walk, in the order SPEC.md gives them."""
+    if y.op == "buffer" or y.dtype != "f32" or y.shape != ():
+        kind = "a buffer" if y.op == "buffer" else f"{y.dtype}{list(y.shape)}"
+        raise GradientError(line, token, errors.LOSS_NOT_F32_SCALAR,
+                            f"the loss {describe(y)} is {kind}; it must be an f32 scalar "
+                            "(shape []): reduce it first")
+    if x.op == "buffer" or x.dtype != "f32":
+        kind = "a buffer" if x.op == "buffer" else f"an {x.dtype} value"
+        raise GradientError(line, token, errors.X_NOT_F32,
+                            f"{describe(x)} is {kind}; gradient is taken against an f32 value")
+    if x.is_literal:
+        raise GradientError(line, token, errors.X_LITERAL,
+                            f"x is the literal {describe(x)}, which stands for every equal "
+                            "literal of the program; name a value instead")
+    for role, node in (("the loss", y), ("x", x)):
+        if on_open_range(node):
+            raise GradientError(line, token, errors.OPEN_RANGE,
+                                f"{role} {describe(node)} depends on the range this gradient "
+                                "is in (its counter, or a load inside its body)")
+
+
+def post_order(root: Node) -> list[Node]:
+    """Depth first from root, operands left to right, each node once (SPEC.md, "The walk")."""
+    order, seen = [], {root}
+    stack = [(root, iter(root.operands))]
+    while stack:
+        node, operands = stack[-1]
+        for operand in operands:
+            if operand not in seen:
+                seen.add(operand)
+                stack.append((operand, iter(operand.operands)))
+                break
+        else:
+            stack.pop()
+            order.append(node)
+    return order
+
+
+def left_fold(e: Emitter, shares: list[Node]) -> Node:
+    total = shares[0]
+    for share in shares[1:]:
+        total = e("add", total, share)
+    return total
+
+
+def _zeros(e: Emitter, x: Node) -> Node:
+    zero = e.f32("0.0")
+    return e("expand", zero, shape=x.shape) if x.shape else zero
+
+
+def _depends_on_x(y: Node, x: Node, stored_values) -> set[Node]:
+    """The nodes of y's graph that depend on x: x, and every f32 node that is not a detach
+    and has an f32 operand (or, for a load, a stored value it may read) that depends on x.
+    Memory can make cycles (a loop that loads what it stores), so this is a reachability
+    search backwards from x, not a recursion."""
+    def inputs(node: Node) -> list[Node]:
+        if node is x or node.dtype != "f32" or node.op in ("detach", "buffer"):
+            return []
+        found = [o for o in node.operands if o.dtype == "f32" and o.op != "buffer"]
+        if node.op == "load":
+            found += [v for v in stored_values(node) if v.dtype == "f32"]
+        return found
+
+    users: dict[Node, list[Node]] = {}
+    seen, stack = {y}, [y]
+    while stack:
+        node = stack.pop()
+        for operand in inputs(node):
+            users.setdefault(operand, []).append(node)
+            if operand not in seen:
+                seen.add(operand)
+                stack.append(operand)
+    if x not in seen:
+        return set()
+    carries, stack = {x}, [x]
+    while stack:
+        for user in users.get(stack.pop(), ()):
+            if user not in carries:
+                carries.add(user)
+                stack.append(user)
+    return carries

@@ -1,0 +1,261 @@
+"""Running a built program. SPEC.md, "Running a program".
+
+The interpreter is written once for any *domain* of f32 numbers: `ExactF32` (here: IEEE
+binary32 through exact.py) is the reference; realvalued.py supplies the real numbers and dual
+numbers that the cross-checks read the same program in. i32 and bool are the same in every
+domain. Values are numpy object arrays of domain scalars, walked one element at a time: the
+reference is slow on purpose, and every step is the spec's.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from . import exact
+from .build import Define, Loop, Program, Store
+from .errors import RunError
+from .graph import Node
+
+NUMPY_DTYPES = {"f32": np.float32, "i32": np.int32, "bool": np.bool_}
+
+
+class ExactF32:
+    """IEEE binary32, correctly rounded: an f32 is its 32-bit pattern."""
+
+    name = "exact"
+    add, mul, max = staticmethod(exact.f32_add), staticmethod(exact.f32_mul), \
+        staticmethod(exact.f32_max)
+    recip, sqrt = staticmethod(exact.f32_recip), staticmethod(exact.f32_sqrt)
+    exp2, log2, sin = staticmethod(exact.f32_exp2), staticmethod(exact.f32_log2), \
+        staticmethod(exact.f32_sin)
+    lt, ne = staticmethod(exact.f32_lt), staticmethod(exact.f32_ne)
+    to_i32, from_i32 = staticmethod(exact.f32_to_i32), staticmethod(exact.i32_to_f32)
+    to_bool, from_bool = staticmethod(exact.f32_to_bool), staticmethod(exact.bool_to_f32)
+
+    @staticmethod
+    def literal(bits: int) -> int:
+        return bits
+
+    @staticmethod
+    def from_bits(bits: int) -> int:
+        return bits
+
+    @staticmethod
+    def to_bits(value: int) -> int:
+        return value
+
+
+EXACT = ExactF32()
+
+
+def _table(d) -> dict[tuple[str, str], Callable]:
+    """(op, operand dtype) -> the scalar function, for the elementwise ops."""
+    return {
+        ("add", "f32"): d.add, ("add", "i32"): exact.i32_add,
+        ("mul", "f32"): d.mul, ("mul", "i32"): exact.i32_mul,
+        ("max", "f32"): d.max, ("max", "i32"): exact.i32_max,
+        ("recip", "f32"): d.recip, ("sqrt", "f32"): d.sqrt, ("exp2", "f32"): d.exp2,
+        ("log2", "f32"): d.log2, ("sin", "f32"): d.sin,
+        ("idiv", "i32"): exact.i32_idiv, ("mod", "i32"): exact.i32_mod,
+        ("shl", "i32"): exact.i32_shl, ("shr", "i32"): exact.i32_shr,
+        ("and", "i32"): exact.int_and, ("and", "bool"): exact.int_and,
+        ("or", "i32"): exact.int_or, ("or", "bool"): exact.int_or,
+        ("xor", "i32"): exact.int_xor, ("xor", "bool"): exact.int_xor,
+        ("cmplt", "f32"): d.lt, ("cmplt", "i32"): exact.int_lt,
+        ("cmpne", "f32"): d.ne, ("cmpne", "i32"): exact.int_ne, ("cmpne", "bool"): exact.int_ne,
+    }
+
+
+def _casts(d) -> dict[tuple[str, str], Callable]:
+    """(from dtype, to dtype) -> the scalar conversion of `cast`."""
+    same = lambda v: v  # noqa: E731
+    return {
+        ("f32", "f32"): same, ("i32", "i32"): same, ("bool", "bool"): same,
+        ("f32", "i32"): d.to_i32, ("i32", "f32"): d.from_i32,
+        ("f32", "bool"): d.to_bool, ("bool", "f32"): d.from_bool,
+        ("i32", "bool"): lambda v: v != 0, ("bool", "i32"): int,
+    }
+
+
+def _bitcasts(d) -> dict[tuple[str, str], Callable]:
+    return {
+        ("f32", "f32"): lambda v: v, ("i32", "i32"): lambda v: v,
+        ("f32", "i32"): lambda v: exact.to_signed(d.to_bits(v)),
+        ("i32", "f32"): lambda v: d.from_bits(exact.to_unsigned(v)),
+    }
+
+
+def _identity(d, op: str, dtype: str):
+    """The value of an empty reduction."""
+    if dtype == "i32":
+        return {"add": 0, "max": exact.I32_MIN, "mul": 1}[op]
+    return d.literal({"add": exact.POS_ZERO, "max": exact.NEG_INF, "mul": exact.ONE}[op])
+
+
+class Interpreter:
+    """Runs one program in one domain. `run` may be called many times; it keeps no state."""
+
+    def __init__(self, program: Program, domain=EXACT):
+        self.program, self.domain = program, domain
+        self.elementwise = _table(domain)
+        self.casts, self.bitcasts = _casts(domain), _bitcasts(domain)
+
+    def run(self, memory: dict[int, np.ndarray]) -> dict[int, np.ndarray]:
+        """Run on initial contents (object arrays of domain values, one per declared slot);
+        return the final contents. Raises RunError for an index out of range."""
+        memory = {slot: np.array(value, dtype=object) for slot, value in memory.items()}
+        env: dict[Node, np.ndarray] = {}
+        self._block(self.program.statements, env, memory)
+        return memory
+
+    # --- statements -----------------------------------------------------------------------
+
+    def _block(self, statements: list, env: dict, memory: dict) -> None:
+        for s in statements:
+            if isinstance(s, Define):
+                if s.node.op == "load" and s.node not in env:
+                    env[s.node] = self._load(s, env, memory)  # reads memory now, in order
+                else:
+                    self._value(s.node, env)
+            elif isinstance(s, Store):
+                self._store(s, env, memory)
+            elif isinstance(s, Loop):
+                for i in range(s.count):
+                    # Nodes of this body are values of one iteration: forget them each time.
+                    for n in [n for n in env if n.scope == s.counter.tag]:
+                        del env[n]
+                    env[s.counter] = np.array(i, dtype=object)
+                    self._block(s.body, env, memory)
+
+    def _load(self, s: Define, env: dict, memory: dict) -> np.ndarray:
+        buffer, *index = s.node.operands
+        contents = memory[buffer.attr("slot")]
+        if not index:
+            return contents.copy()
+        k = self._index(s.line, self._value(index[0], env), buffer)
+        return np.array(contents.flat[k], dtype=object)
+
+    def _store(self, s: Store, env: dict, memory: dict) -> None:
+        value = self._value(s.value, env)
+        slot = s.buffer.attr("slot")
+        if s.index is None:
+            memory[slot] = np.array(np.broadcast_to(value, s.buffer.shape), dtype=object)
+        else:
+            k = self._index(s.line, self._value(s.index, env), s.buffer)
+            memory[slot].flat[k] = value.item()
+
+    def _index(self, line: int, index: np.ndarray, buffer: Node) -> int:
+        k = index.item()
+        if not 0 <= k < buffer.size:
+            name = self.program.names.get(buffer, f"slot {buffer.attr('slot')}")
+            raise RunError(line, str(k), f"index {k} is out of range for {name}, which has "
+                           f"{buffer.size} element{'s' if buffer.size != 1 else ''}")
+        return k
+
+    # --- values -----------------------------------------------------------------------------
+
+    def _value(self, root: Node, env: dict) -> np.ndarray:
+        """The value of root, computing what it needs first (iteratively, not recursively)."""
+        stack = [root]
+        while stack:
+            node = stack[-1]
+            if node in env:
+                stack.pop()
+                continue
+            missing = [o for o in node.operands if o not in env]
+            if missing:
+                assert all(o.op not in ("load", "range", "param") for o in missing), \
+                    "a load, counter or parameter is evaluated by its statement"
+                stack.extend(missing)
+                continue
+            stack.pop()
+            env[node] = self._compute(node, [env[o] for o in node.operands])
+        return env[root]
+
+    def _compute(self, node: Node, args: list[np.ndarray]) -> np.ndarray:
+        op, d = node.op, self.domain
+        if op == "const":
+            value = node.attr("value")
+            return np.array(d.literal(value) if node.dtype == "f32" else value, dtype=object)
+        if op == "buffer":
+            return np.array(None, dtype=object)  # a handle: never read as a value
+        if (op, node.operands[0].dtype if node.operands else None) in self.elementwise:
+            return _map(self.elementwise[(op, node.operands[0].dtype)], node.shape, args)
+        if op == "where":
+            c, a, b = (np.broadcast_to(v, node.shape) for v in args)
+            return np.array(np.where(c.astype(bool), a, b), dtype=object)
+        if op == "cast":
+            return _map(self.casts[(node.operands[0].dtype, node.dtype)], node.shape, args)
+        if op == "bitcast":
+            return _map(self.bitcasts[(node.operands[0].dtype, node.dtype)], node.shape, args)
+        if op == "reduce":
+            return self._reduce(node, args[0])
+        if op == "expand":
+            return np.array(np.broadcast_to(args[0], node.shape), dtype=object)
+        if op == "reshape":
+            return args[0].reshape(node.shape)
+        if op == "detach":
+            return args[0]
+        if op == "call":
+            return self._call(node, args)
+        raise AssertionError(f"no evaluation for {op}")
+
+    def _reduce(self, node: Node, a: np.ndarray) -> np.ndarray:
+        """A left fold in row-major order of the reduced elements, from the first one."""
+        op, axes = node.attr("op"), node.attr("axis")
+        axes = tuple(range(a.ndim)) if axes is None else axes
+        kept = [k for k in range(a.ndim) if k not in axes]
+        rows = a.transpose(kept + list(axes)).reshape(
+            math.prod(a.shape[k] for k in kept), math.prod(a.shape[k] for k in axes))
+        step = self.elementwise[(op, a_dtype := node.operands[0].dtype)]
+        out = np.empty(rows.shape[0], dtype=object)
+        for r, row in enumerate(rows):
+            if len(row) == 0:
+                out[r] = _identity(self.domain, op, a_dtype)
+                continue
+            total = row[0]
+            for v in row[1:]:
+                total = step(total, v)
+            out[r] = total
+        return out.reshape(node.shape)
+
+    def _call(self, node: Node, args: list[np.ndarray]) -> np.ndarray:
+        instance = self.program.calls[node]
+        env = dict(zip(instance.params, args, strict=True))
+        for s in instance.statements:
+            self._value(s.node, env)
+        return self._value(instance.result, env)
+
+
+def _map(function: Callable, shape: tuple[int, ...], args: list[np.ndarray]) -> np.ndarray:
+    """Apply a scalar function elementwise; literal (0-d) operands broadcast."""
+    columns = [np.broadcast_to(a, shape).flat for a in args]
+    out = np.empty(shape, dtype=object)
+    for k, values in enumerate(zip(*columns, strict=True)):
+        out.flat[k] = function(*values)
+    return out
+
+
+# --- numpy arrays in and out (the protocol's view) ---------------------------------------------
+
+
+def from_numpy(array: np.ndarray, dtype: str, domain=EXACT) -> np.ndarray:
+    """A numpy array of the IR dtype as an object array of domain values."""
+    array = np.asarray(array)
+    if dtype == "f32":
+        bits = array.astype(np.float32).view(np.uint32)
+        return _map(lambda b: domain.from_bits(int(b)), bits.shape, [np.array(bits, object)])
+    if dtype == "i32":
+        return np.array([int(v) for v in array.astype(np.int32).flat],
+                        dtype=object).reshape(array.shape)
+    return np.array([bool(v) for v in array.flat], dtype=object).reshape(array.shape)
+
+
+def to_numpy(values: np.ndarray, dtype: str, domain=EXACT) -> np.ndarray:
+    if dtype == "f32":
+        bits = [domain.to_bits(v) for v in values.flat]
+        return exact.to_numpy_f32(bits).reshape(values.shape)
+    return np.array(list(values.flat), dtype=NUMPY_DTYPES[dtype]).reshape(values.shape)
