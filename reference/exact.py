@@ -137,6 +137,16 @@ def i32_from_text(text: str) -> int:
     return value
 
 
+def f32_from_dyadic(mantissa: int, exponent: int) -> int:
+    """mantissa * 2**exponent, an exact real, rounded once to the nearest f32 (ties to even,
+    subnormals, overflow to infinity): how a real-number result becomes an f32."""
+    with gmpy2.context(precision=max(abs(mantissa).bit_length(), 1) + 2, emin=-(10**9),
+                       emax=10**9):
+        value = gmpy2.mul_2exp(gmpy2.mpfr(mantissa), exponent)  # exact at this precision
+    with gmpy2.context(_IEEE32):
+        return encode(float(gmpy2.mpfr(value)))
+
+
 # --- f32 arithmetic: IEEE binary32, correctly rounded -----------------------------------------
 
 
