@@ -20,7 +20,7 @@ class Emitter:
     def __init__(self, graph: Graph, scope: int, line: int):
         self.graph, self.scope, self.line = graph, scope, line
 
-    def __call__(self, op: str, *operands: Node, **attrs) -> Node:
+    def __call__(self, op: str, /, *operands: Node, **attrs) -> Node:
         items = [(k, v) for k, v in attrs.items() if v is not None]
         return self.graph.node(op, operands, items, scope=self.scope, line=self.line)
 

@@ -40,6 +40,11 @@ class ExactF32:
         return bits
 
     @staticmethod
+    def constant(value: int) -> int:
+        """detach: the same value (a domain with tangents drops them here)."""
+        return value
+
+    @staticmethod
     def from_bits(bits: int) -> int:
         return bits
 
@@ -106,10 +111,17 @@ class Interpreter:
     def run(self, memory: dict[int, np.ndarray]) -> dict[int, np.ndarray]:
         """Run on initial contents (object arrays of domain values, one per declared slot);
         return the final contents. Raises RunError for an index out of range."""
+        return self.evaluate(memory)[0]
+
+    def evaluate(self, memory: dict[int, np.ndarray], pinned: dict[Node, np.ndarray] | None = None
+                 ) -> tuple[dict[int, np.ndarray], dict[Node, np.ndarray]]:
+        """Run, and also return every top-level node's value. `pinned` fixes the values of
+        some top-level nodes instead of computing them: finite differences pin each detach to
+        its value at the unmoved point, which is what "passes no gradient" means."""
         memory = {slot: np.array(value, dtype=object) for slot, value in memory.items()}
-        env: dict[Node, np.ndarray] = {}
+        env: dict[Node, np.ndarray] = dict(pinned or {})
         self._block(self.program.statements, env, memory)
-        return memory
+        return memory, env
 
     # --- statements -----------------------------------------------------------------------
 
@@ -198,7 +210,7 @@ class Interpreter:
         if op == "reshape":
             return args[0].reshape(node.shape)
         if op == "detach":
-            return args[0]
+            return _map(d.constant, node.shape, args) if node.dtype == "f32" else args[0]
         if op == "call":
             return self._call(node, args)
         raise AssertionError(f"no evaluation for {op}")

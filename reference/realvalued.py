@@ -55,6 +55,9 @@ class Real:
         sign, mantissa, exponent, _ = self.mp.mpf(value)._mpf_
         return exact.f32_from_dyadic((-1) ** sign * int(mantissa), int(exponent))
 
+    def constant(self, value):
+        return value
+
     def near(self, distance) -> None:
         self.margin = min(self.margin, float(abs(distance)))
 
@@ -142,6 +145,9 @@ class Dual:
 
     def to_bits(self, value) -> int:
         return self.real.to_bits(value.value)
+
+    def constant(self, value):
+        return Pair(value.value, self.mp.zero)  # detach: the value, with no tangent
 
     def add(self, a, b):
         return Pair(a.value + b.value, a.tangent + b.tangent)
