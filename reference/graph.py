@@ -121,7 +121,9 @@ def _elementwise_shape(op: str, operands: tuple[Node, ...]) -> tuple[int, ...]:
         hint = ""
         if () in shapes:
             hint = "; a scalar that is not a literal must be expanded explicitly"
-        raise SignatureError(f"operands of {op} have different shapes ({listed}){hint}")
+        values = [k for k, o in enumerate(operands) if not o.is_literal]
+        odd = next(k for k in values if operands[k].shape != operands[values[0]].shape)
+        raise SignatureError(f"operands of {op} have different shapes ({listed}){hint}", odd)
     return shapes.pop() if shapes else ()
 
 
