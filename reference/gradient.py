@@ -61,8 +61,6 @@ def expand(graph: Graph, y: Node, x: Node, *, scope: int, line: int, token: str,
     _check(y, x, line, token, on_open_range, describe)
     e = Emitter(graph, scope, line)
     carries = _depends_on_x(y, x, stored_values)
-    if y not in carries:
-        return Expansion(y, x, _zeros(e, x), [])
     received: dict[Node, Visit] = {y: Visit(y, [e.f32("1.0")])}
     visits, result = [], None
     for node in reversed(post_order(y)):
@@ -76,6 +74,8 @@ def expand(graph: Graph, y: Node, x: Node, *, scope: int, line: int, token: str,
             continue
         rule = rule_for(node)
         if rule is None:
+            if node not in carries:
+                continue  # it would pass nothing: a loss that does not depend on x
             raise GradientError(
                 line, token, errors.NO_RULE,
                 f"the walk from {describe(y)} to {describe(x)} reaches {describe(node)}, and "

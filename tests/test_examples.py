@@ -1,0 +1,67 @@
+"""Every worked example passes against the reference: the shared ones (../shared/spec/examples)
+and the project's own case files (cases/). SPEC.md, "Case files"."""
+
+from __future__ import annotations
+
+import pytest
+
+import reference
+from reference import cases
+from tests.conftest import CASES, SHARED_EXAMPLES
+
+OWN = cases.case_paths([CASES])
+SHARED = cases.case_paths([SHARED_EXAMPLES]) if SHARED_EXAMPLES.is_dir() else []
+
+
+@pytest.mark.parametrize("path", OWN, ids=lambda p: str(p.relative_to(CASES)))
+def test_own_case(path):
+    ok, why = cases.check(cases.load_case(path), reference.build)
+    assert ok, why
+
+
+@pytest.mark.skipif(not SHARED, reason="../shared/spec/examples is not beside the checkout")
+@pytest.mark.parametrize("path", SHARED, ids=lambda p: p.name)
+def test_shared_example(path):
+    ok, why = cases.check(cases.load_case(path), reference.build)
+    assert ok, why
+
+
+def test_cases_cover_every_rejection_rule():
+    """Each rule code of SPEC.md is the expected error of at least one case file."""
+    kinds = {cases.load_case(p).error for p in OWN}
+    missing = set(reference.errors.RULES) - kinds
+    assert not missing, f"no case file expects {sorted(missing)}"
+
+
+def test_cases_cover_every_gradient_rule():
+    """Each row of the rules table is used by the expansion of some case file."""
+    from reference.rules import RULES, rule_key
+    used = set()
+    for path in OWN + SHARED:
+        case = cases.load_case(path)
+        if case.error:
+            continue
+        program = reference.compile_program(case.source)
+        for visit in _visits(program.statements):
+            used.add(rule_key(visit.node))
+    missing = set(RULES) - used
+    assert not missing, f"no case file exercises the rules {sorted(missing)}"
+
+
+def _visits(statements):
+    from reference.build import Define, Loop
+    for s in statements:
+        if isinstance(s, Loop):
+            yield from _visits(s.body)
+        elif isinstance(s, Define) and s.expansion:
+            yield from s.expansion.visits
+
+
+def test_a_wrong_expectation_fails():
+    """The checker itself can fail: a case whose expected bits are off by one ulp."""
+    case = cases.parse_case("#: in 0 = 2.0\n#: out 1 = 4.0000005\n"
+                            "%i = buffer slot=0 dtype=f32 shape=[]\n"
+                            "%o = buffer slot=1 dtype=f32 shape=[]\n"
+                            "%x = load %i\n%y = mul %x %x\nstore %o %y\n")
+    ok, why = cases.check(case, reference.build)
+    assert not ok and "slot 1" in why

@@ -1,0 +1,115 @@
+"""The text form: the parser accepts what SPEC.md says and reports everything else as an
+IRError naming the line; printing and parsing again gives the same graph."""
+
+from __future__ import annotations
+
+import string
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import reference
+from reference import cases
+from reference.errors import IRError
+from reference.syntax import format_program, parse
+from tests.conftest import CASES, SHARED_EXAMPLES
+from tests.smooth import smooth_programs
+
+VALID = [p for p in cases.case_paths([CASES, SHARED_EXAMPLES])
+         if not cases.load_case(p).error]
+
+# Text made of the language's own pieces, so that random programs get past the lexer often.
+_PIECES = ["%a", "%b", "%x", "%i", "@f", "=", "[", "]", ",", "1", "-1", "2.0", "1e-3", "nan",
+           "inf", "true", "2147483648", "1e99999", "load", "store", "add", "mul", "reduce",
+           "range", "end", "def", "return", "call", "gradient", "buffer", "slot=0",
+           "dtype=f32", "shape=[2]", "shape=[]", "op=add", "axis=[0]", "expand", "detach",
+           "where", "cast", "dtype=i32", "#", "\n", " ", "\t", "\x00", "é", "[[", "=="]
+
+
+def _pieces_text():
+    return st.lists(st.sampled_from(_PIECES), max_size=60).map(" ".join)
+
+
+def _build_raises_only_irerror(text: str) -> None:
+    try:
+        reference.build(text)
+    except IRError as problem:
+        assert problem.line >= 0 and str(problem)
+        if problem.line:
+            assert f"line {problem.line}" in str(problem)
+
+
+@settings(max_examples=300)
+@given(st.text(max_size=200))
+def test_random_text_raises_only_irerror(text):
+    _build_raises_only_irerror(text)
+
+
+@settings(max_examples=300)
+@given(st.binary(max_size=200))
+def test_random_bytes_raise_only_irerror(data):
+    _build_raises_only_irerror(data.decode("latin-1"))
+
+
+@settings(max_examples=500)
+@given(_pieces_text())
+def test_random_statements_raise_only_irerror(text):
+    _build_raises_only_irerror(text)
+
+
+@settings(max_examples=200)
+@given(st.lists(st.sampled_from(["%i = range 2", "end %i", "%j = range 1", "end %j",
+                                 "def @f %a", "end @f", "return %a", "%b = add %a %a"]),
+                max_size=30))
+def test_unbalanced_blocks_raise_only_irerror(lines):
+    _build_raises_only_irerror("\n".join(lines))
+
+
+@pytest.mark.parametrize("text", [
+    "%x = add " + "1.0 " * 20000,  # a very long line
+    "\n".join(f"%i{k} = range 1" for k in range(200)),  # nesting past the limit
+    "%a = buffer slot=0 dtype=f32 shape=[100000,100000]",  # a value past the size limit
+    "%a = buffer slot=99999999999999999999 dtype=f32",
+    "%a = buffer slot=0 dtype=f32 shape=[" + "1," * 5000 + "1]",
+    "%x = add 1e-99999999999999999999999999 1.0",
+    "def @f %a\n" * 3,
+])
+def test_hostile_text_raises_only_irerror(text):
+    _build_raises_only_irerror(text)
+
+
+def _same_graph(a: str, b: str) -> bool:
+    return reference.compile_program(a).graph.keys() == reference.compile_program(b).graph.keys()
+
+
+@pytest.mark.parametrize("path", VALID, ids=lambda p: p.name)
+def test_printing_and_parsing_again_gives_the_same_graph(path):
+    source = path.read_text()
+    printed = format_program(parse(source))
+    assert _same_graph(source, printed)
+    assert format_program(parse(printed)) == printed  # the canonical form is a fixed point
+
+
+@settings(max_examples=100)
+@given(smooth_programs(second_order=False))
+def test_generated_programs_round_trip(case):
+    printed = format_program(parse(case.source))
+    assert _same_graph(case.source, printed)
+
+
+def test_round_trip_can_tell_graphs_apart():
+    """_same_graph is no tautology: one changed literal makes another graph."""
+    base = "%a = buffer slot=0 dtype=f32 shape=[]\n%x = load %a\n%y = mul %x 2.0\n"
+    assert not _same_graph(base, base.replace("2.0", "-2.0"))
+
+
+@settings(max_examples=200)
+@given(st.sampled_from(["f32", "i32"]), st.integers(1, 6), st.sampled_from(
+    list(string.ascii_letters)))
+def test_error_names_the_line_of_an_undefined_name(dtype, padding, letter):
+    text = "\n" * padding + f"%a = buffer slot=0 dtype={dtype} shape=[]\n%y = add %{letter}q %{letter}q\n"
+    with pytest.raises(IRError) as raised:
+        reference.build(text)
+    assert raised.value.line == padding + 2
+    assert f"%{letter}q" in str(raised.value)
