@@ -70,8 +70,9 @@ def _run(args) -> int:
         array = np.array([cases.value(t, dtype) for t in tokens], dtype=cases.NUMPY[dtype])
         if array.size not in (1, int(np.prod(shape))):
             raise ValueError(f"--in {item}: {array.size} values for shape {list(shape)}")
-        case.inputs[slot] = np.broadcast_to(array, shape).copy() if array.size == 1 else \
-            array.reshape(shape)
+        # One value fills the whole slot; otherwise the values are the slot, row-major.
+        case.inputs[slot] = array.reshape(shape) if array.size == int(np.prod(shape)) else \
+            np.full(shape, array[0], dtype=array.dtype)
     final = Runner(program)(cases.initial_buffers(case, slots))
     for slot, values in final.items():
         print(f"out {slot} = {_format_values(values, args.bits)}")

@@ -124,7 +124,8 @@ class _Builder:
         for statement in statements:
             if pending_def is not None:
                 pending_def.append(statement)
-                if statement.op == "end" and _func_operand(statement) == pending_def[0].operands[0].text:
+                closes = _func_operand(statement) == _func_operand(pending_def[0])
+                if statement.op == "end" and closes:
                     self._define_function(pending_def)
                     pending_def = None
                 elif statement.op == "def":

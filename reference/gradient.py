@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from . import exact, errors
+from . import errors, exact
 from .errors import GradientError
 from .graph import Graph, Node
 from .rules import rule_for, rule_key

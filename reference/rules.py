@@ -17,7 +17,8 @@ HALF_PI = "1.5707964"  # pi / 2 rounded to f32
 def _max(e, u, g, k):
     a, b = u.operands
     larger = e("cmplt", b, a) if k == 0 else e("cmplt", a, b)
-    return e("where", larger, g, e("where", e("cmpne", a, b), e.f32("0.0"), e("mul", g, e.f32("0.5"))))
+    tie = e("where", e("cmpne", a, b), e.f32("0.0"), e("mul", g, e.f32("0.5")))
+    return e("where", larger, g, tie)
 
 
 def _where(e, u, g, k):

@@ -108,7 +108,8 @@ def test_round_trip_can_tell_graphs_apart():
 @given(st.sampled_from(["f32", "i32"]), st.integers(1, 6), st.sampled_from(
     list(string.ascii_letters)))
 def test_error_names_the_line_of_an_undefined_name(dtype, padding, letter):
-    text = "\n" * padding + f"%a = buffer slot=0 dtype={dtype} shape=[]\n%y = add %{letter}q %{letter}q\n"
+    text = "\n" * padding + (f"%a = buffer slot=0 dtype={dtype} shape=[]\n"
+                              f"%y = add %{letter}q %{letter}q\n")
     with pytest.raises(IRError) as raised:
         reference.build(text)
     assert raised.value.line == padding + 2

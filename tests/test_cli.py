@@ -1,0 +1,62 @@
+"""`python -m reference`: run, expand, check; bad input is a message with the line, never a
+traceback."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from tests.conftest import CASES, ROOT
+
+
+def _cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "reference", *args], cwd=ROOT, text=True,
+                          capture_output=True, input=stdin, timeout=120)
+
+
+def test_run_prints_final_slots_from_the_files_inputs():
+    result = _cli("run", str(CASES / "gradient" / "op_form_recip.ir"), "--bits")
+    assert result.returncode == 0, result.stderr
+    assert "out 1 = -7.1111116 (0xc0e38e3a)" in result.stdout
+
+
+def test_run_takes_inputs_on_the_command_line():
+    result = _cli("run", str(CASES / "gradient" / "intermediate_x.ir"), "--in", "0=2")
+    assert result.returncode == 0, result.stderr
+    assert "out 1 = 8.0" in result.stdout  # dy/du = 2u with u = x*x = 4
+
+
+def test_expand_and_trace():
+    result = _cli("expand", str(CASES / "gradient" / "arrival_not_reversed.ir"), "--trace")
+    assert result.returncode == 0, result.stderr
+    assert "%g = add" in result.stdout and "# the walk" in result.stdout
+    assert "received [" in result.stdout
+
+
+def test_check_reports_pass_and_fail(tmp_path):
+    bad = tmp_path / "bad.ir"
+    bad.write_text("#: out 0 = 1.0\n%o = buffer slot=0 dtype=f32 shape=[]\nstore %o 2.0\n")
+    result = _cli("check", str(CASES / "ops" / "shapes.ir"), str(bad))
+    assert result.returncode == 1
+    assert "PASS" in result.stdout and "FAIL" in result.stdout
+    assert result.stdout.strip().endswith("1 passed, 1 failed")
+
+
+def test_bad_program_is_a_message_not_a_traceback(tmp_path):
+    path = tmp_path / "bad.ir"
+    path.write_text("%a = buffer slot=0 dtype=f32 shape=[]\n%x = load %a\n%y = frob %x\n")
+    result = _cli("run", str(path))
+    assert result.returncode == 1
+    assert f"{path}:3:" in result.stderr and "unknown op 'frob'" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_run_time_error_is_a_message(tmp_path):
+    result = _cli("run", str(CASES / "run" / "index_out_of_range.ir"))
+    assert result.returncode == 1
+    assert "out of range" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_missing_file_is_a_message():
+    result = _cli("run", "no/such/file.ir")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
