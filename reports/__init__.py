@@ -1,0 +1,1 @@
+"""Not built yet: see issue 5. Nothing here is claimed to work."""
