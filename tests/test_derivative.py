@@ -76,38 +76,35 @@ def _finite_difference(program, x, w, shape, slot, i, margin_check, pinned):
     return (results[0] - results[1]) / (2 * Real(DIGITS).mp.mpf(h))
 
 
-@relaxed
-@given(smooth_programs(), st.data())
-def test_gradient_agrees_with_finite_differences(case, data):
+def _away_from_kinks(domain) -> None:
+    assume(domain.margin > KINK_MARGIN)
+
+
+def _real_run(case, data):
+    """Draw a point, run the program over the reals there; reject points near a kink."""
     program = compile_program(case.source)
     x, w = _arrays(data.draw, case.shape)
     real = Real(DIGITS)
     final, env = _run(program, real, x, w, case.shape)
-    assume(real.margin > KINK_MARGIN)
+    _away_from_kinks(real)
+    return program, x, w, final, _detached(env)
 
-    def away_from_kinks(domain):
-        assume(domain.margin > KINK_MARGIN)
 
+@relaxed
+@given(smooth_programs(), st.data())
+def test_gradient_agrees_with_finite_differences(case, data):
+    program, x, w, final, detached = _real_run(case, data)
     f = final[2].item()
     for i, got in enumerate(final[3].flat):
-        fd = _finite_difference(program, x, w, case.shape, 2, i, away_from_kinks,
-                                _detached(env))
+        fd = _finite_difference(program, x, w, case.shape, 2, i, _away_from_kinks, detached)
         _agree("first", got, fd, f, x[i])
 
 
 @relaxed
 @given(smooth_programs(max_steps=5, second_order=True), st.data())
 def test_second_derivative_agrees_with_finite_differences(case, data):
-    program = compile_program(case.source)
-    x, w = _arrays(data.draw, case.shape)
-    real = Real(DIGITS)
-    final, env = _run(program, real, x, w, case.shape)
-    assume(real.margin > KINK_MARGIN)
-
-    def away_from_kinks(domain):
-        assume(domain.margin > KINK_MARGIN)
-
-    fd = _finite_difference(program, x, w, case.shape, 3, 0, away_from_kinks, _detached(env))
+    program, x, w, final, detached = _real_run(case, data)
+    fd = _finite_difference(program, x, w, case.shape, 3, 0, _away_from_kinks, detached)
     _agree("second", final[4].item(), fd, final[3].item(), x[0])
 
 
