@@ -102,7 +102,12 @@ def _expand(args) -> int:
 def _check(args) -> int:
     passed = failed = 0
     for path in cases.case_paths(args.paths):
-        ok, why = cases.check(cases.load_case(path), build)
+        try:
+            case = cases.load_case(path)
+        except (OSError, ValueError, IRError) as problem:
+            ok, why = False, f"unreadable case file: {problem}"
+        else:
+            ok, why = cases.check(case, build)
         passed, failed = passed + ok, failed + (not ok)
         print(f"{'PASS' if ok else 'FAIL'} {path}: {why}")
     print(f"{passed} passed, {failed} failed")

@@ -78,6 +78,9 @@ def parse_case(source: str, name: str = "<case>") -> Case:
         if match:
             slots = slots if slots is not None else buffer_slots(source)
             kind, slot = match.group(1), int(match.group(2))
+            if slot not in slots:
+                raise ValueError(f"{name}: '#: {kind} {slot}' names a slot the program does not "
+                                 "declare")
             dtype, shape = slots[slot]
             values = [value(t, dtype) for t in match.group(3).split()]
             array = np.array(values, dtype=NUMPY[dtype])

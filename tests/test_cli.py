@@ -60,3 +60,14 @@ def test_run_time_error_is_a_message(tmp_path):
 def test_missing_file_is_a_message():
     result = _cli("run", "no/such/file.ir")
     assert result.returncode == 2 and "Traceback" not in result.stderr
+
+
+def test_a_malformed_case_file_is_one_fail_line(tmp_path):
+    bad = tmp_path / "bad.ir"
+    bad.write_text("#: in 5 = 1.0\n%o = buffer slot=0 dtype=f32 shape=[]\n")
+    broken = tmp_path / "broken.ir"
+    broken.write_text("#: out 0 = 1.0\n%o = buffer slot=0 dtype=f32 shape=[\n")
+    result = _cli("check", str(bad), str(broken), str(CASES / "ops" / "shapes.ir"))
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert "does not declare" in result.stdout
+    assert result.stdout.strip().endswith("1 passed, 2 failed")
