@@ -12,7 +12,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 SHARED_EXAMPLES = ROOT.parent / "shared" / "spec" / "examples"
 CASES = ROOT / "cases"
 
-settings.register_profile("default", deadline=None,
+settings.register_profile("default", deadline=None, max_examples=150,
                           suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("slow", deadline=None, max_examples=1000,
                           suppress_health_check=[HealthCheck.too_slow])

@@ -27,7 +27,7 @@ KINK_MARGIN = 1e-12
 AGREEMENT: dict[str, list[float]] = {"first": [], "second": [], "forward": []}
 
 inputs = st.floats(-2.0, 2.0, width=32, allow_subnormal=False)
-relaxed = settings(max_examples=150, deadline=None,
+relaxed = settings(deadline=None,
                    suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow])
 
 
