@@ -1,1 +1,21 @@
-"""Not built yet: see issue 3. Nothing here is claimed to work."""
+"""Hypothesis strategies that draw whole test cases: valid, differentiable, exact,
+order-sensitive and invalid programs, with buffers. SPEC.md is what they generate.
+
+Every strategy draws a `Case`: IR text, initial buffers, the rejection expected (if any), and a
+description. Text is the interchange, so a case runs against any implementation.
+"""
+
+from .buffers import buffers_for, kink_distance
+from .case import Case
+from .strategies import (
+    differentiable_programs,
+    exact_programs,
+    invalid_gradients,
+    near_misses,
+    order_sensitive_gradients,
+    programs,
+)
+
+__all__ = ["Case", "buffers_for", "differentiable_programs", "exact_programs",
+           "invalid_gradients", "kink_distance", "near_misses", "order_sensitive_gradients",
+           "programs"]

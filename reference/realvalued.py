@@ -7,7 +7,8 @@ beside each value: forward mode. Both plug into interp.Interpreter in place of t
 domain; i32 and bool stay exact.
 
 Each domain records how close the run came to a kink (a max tie, a comparison flipping, a
-cast to i32 crossing an integer, recip/log2/sqrt at zero): `margin` is the smallest such
+cast to i32 crossing an integer, recip/log2/sqrt at zero, exp2 at
+f32 overflow): `margin` is the smallest such
 distance, so a caller can keep finite differences away from them.
 """
 
@@ -81,6 +82,7 @@ class Real:
         return self.mp.sqrt(a) if a >= 0 else self.mp.nan
 
     def exp2(self, a):
+        self.near(min(128 - a, 1e9))  # the f32 program overflows from 2^128 on
         return self.mp.power(2, a)
 
     def log2(self, a):

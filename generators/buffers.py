@@ -1,0 +1,70 @@
+"""Initial buffer contents for a program: anything at all, or smooth (away from every kink)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from hypothesis import assume
+from hypothesis import strategies as st
+
+from reference import compile_program, exact
+from reference.cases import NUMPY, buffer_slots
+from reference.errors import IRError
+from reference.interp import Interpreter, from_numpy
+from reference.realvalued import Real
+
+# Bit patterns worth having in any f32 input: both zeros, both infinities, NaN, the smallest
+# and largest subnormal, the smallest normal, the largest finite, and 1.
+SPECIAL_F32 = [0x00000000, 0x80000000, 0x7F800000, 0xFF800000, 0x7FC00000, 0x00000001,
+               0x007FFFFF, 0x00800000, 0x7F7FFFFF, 0x3F800000, 0xBF800000]
+SPECIAL_I32 = [0, 1, -1, 2, exact.I32_MIN, exact.I32_MAX, 31, 32]
+SMOOTH_F32 = st.floats(-4.0, 4.0, width=32, allow_subnormal=False)
+SMOOTH_I32 = st.integers(-8, 8)
+
+
+def _elements(dtype: str, mode: str):
+    if dtype == "bool":
+        return st.booleans()
+    if dtype == "i32":
+        if mode == "smooth":
+            return SMOOTH_I32
+        return st.one_of(st.sampled_from(SPECIAL_I32), st.integers(exact.I32_MIN, exact.I32_MAX))
+    if mode == "smooth":
+        return SMOOTH_F32
+    return st.one_of(st.sampled_from(SPECIAL_F32).map(exact.decode),
+                     st.floats(width=32, allow_nan=True, allow_infinity=True))
+
+
+def kink_distance(source: str, buffers: dict[int, np.ndarray]) -> float:
+    """How close the program's run on these inputs comes to a kink, measured over the reals
+    (reference/realvalued.py): inf when it meets none, 0 when the run fails."""
+    real = Real(30)
+    try:
+        program = compile_program(source)
+        memory = {slot: from_numpy(array, program.buffers[slot].dtype, real)
+                  for slot, array in buffers.items()}
+        Interpreter(program, real).run(memory)
+    except (IRError, ArithmeticError, ValueError):
+        return 0.0
+    return real.margin
+
+
+@st.composite
+def buffers_for(draw, source: str, *, mode: str = "anything", min_kink_distance: float = 1e-3):
+    """Initial contents for every slot `source` declares.
+
+    mode="anything": the whole f32 range with both zeros, subnormals, infinities, NaN, huge and
+    tiny values; i32 extremes. mode="smooth": f32 in [-4, 4], i32 in [-8, 8], and only inputs
+    whose run stays at least `min_kink_distance` from every kink (rejected otherwise).
+    Shrinks towards zeros and the first special values.
+    """
+    assert mode in ("anything", "smooth"), mode
+    arrays = {}
+    for slot, (dtype, shape) in sorted(buffer_slots(source).items()):
+        size = math.prod(shape)
+        values = draw(st.lists(_elements(dtype, mode), min_size=size, max_size=size))
+        arrays[slot] = np.array(values, dtype=NUMPY[dtype]).reshape(shape)
+    if mode == "smooth":
+        assume(kink_distance(source, arrays) >= min_kink_distance)
+    return arrays

@@ -1,0 +1,742 @@
+"""The strategies: each draws a whole `Case`. SPEC.md says what the programs mean.
+
+Every strategy takes keyword-only bounds and says in its docstring what it shrinks towards.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+from hypothesis import assume
+from hypothesis import strategies as st
+
+import reference
+from reference import errors, exact
+from reference.build import Define
+
+from .buffers import buffers_for, kink_distance
+from .case import Case
+from .writer import SHAPES, Val, Writer, shape_text
+
+UNARY_F32 = ("sin", "recip", "sqrt", "exp2", "log2")
+I32_BINARY = ("add", "mul", "max", "idiv", "mod", "shl", "shr", "and", "or", "xor")
+TRANSCENDENTAL = frozenset({"exp2", "log2", "sin"})
+MAX_SINKS = 6  # values stored by a program, besides its gradients
+
+# --- steps: each writes one or a few statements ----------------------------------------------
+
+
+def _allowed(w: Writer, ops) -> list[str]:
+    return [op for op in ops if op not in w.exclude]
+
+
+def _f32_binary(w: Writer, base) -> None:
+    ops = _allowed(w, ("add", "mul", "max"))
+    if not ops:
+        return
+    op = w.draw(st.sampled_from(ops))
+    shape = w.choose_shape("f32", base)
+    a = w.pick("f32", shape, literal_ok=shape == ())
+    b = w.pick("f32", shape)
+    w.value(op, [a, b], "f32", shape)
+
+
+def _f32_unary(w: Writer, base) -> None:
+    ops = _allowed(w, UNARY_F32)
+    if not ops:
+        return
+    shape = w.choose_shape("f32", base)
+    w.value(w.draw(st.sampled_from(ops)), [w.pick("f32", shape, literal_ok=shape == ())],
+            "f32", shape)
+
+
+def _i32_binary(w: Writer, base) -> None:
+    ops = _allowed(w, I32_BINARY)
+    if not ops:
+        return
+    op = w.draw(st.sampled_from(ops))
+    shape = w.choose_shape("i32", base)
+    a = w.pick("i32", shape, literal_ok=shape == ())
+    w.value(op, [a, w.pick("i32", shape)], "i32", shape)
+
+
+def _bool_binary(w: Writer, base) -> None:
+    ops = _allowed(w, ("and", "or", "xor", "cmpne"))
+    if not ops:
+        return
+    op = w.draw(st.sampled_from(ops))
+    shape = w.choose_shape("bool", base)
+    a = w.pick("bool", shape, literal_ok=shape == ())
+    w.value(op, [a, w.pick("bool", shape)], "bool", shape)
+
+
+def _compare(w: Writer, base) -> Val | None:
+    ops = _allowed(w, ("cmplt", "cmpne"))
+    if not ops:
+        return None
+    op = w.draw(st.sampled_from(ops))
+    dtype = w.draw(st.sampled_from(("f32", "i32")))
+    shape = w.choose_shape(dtype, base)
+    a = w.pick(dtype, shape, literal_ok=shape == ())
+    return w.value(op, [a, w.pick(dtype, shape)], "bool", shape)
+
+
+def _where(w: Writer, base) -> None:
+    if "where" in w.exclude:
+        return
+    dtype = w.draw(st.sampled_from(("f32", "i32", "bool")))
+    shape = w.choose_shape(dtype, base)
+    conditions = [v for v in w.pool if v.dtype == "bool" and v.shape == shape]
+    c = w.draw(st.sampled_from(conditions)) if conditions else None
+    if c is None:
+        c = _compare_of_shape(w, shape)
+        if c is None:
+            return
+    a = w.pick(dtype, shape)
+    b = w.pick(dtype, shape)
+    w.value("where", [c, a, b], dtype, shape, carry=[a, b])
+
+
+def _compare_of_shape(w: Writer, shape) -> Val | None:
+    if "cmplt" in w.exclude:
+        return None
+    a = w.pick("f32", shape, literal_ok=shape == ())
+    return w.value("cmplt", [a, w.pick("f32", shape)], "bool", shape)
+
+
+def _cast(w: Writer, base) -> None:
+    if "cast" in w.exclude:
+        return
+    source = w.draw(st.sampled_from(("f32", "i32", "bool")))
+    target = w.draw(st.sampled_from(("f32", "i32", "bool")))
+    shape = w.choose_shape(source, base)
+    a = w.pick(source, shape, literal_ok=shape == ())
+    w.value("cast", [a], target, shape, attrs=f"dtype={target}")
+
+
+def _bitcast(w: Writer, base) -> None:
+    if "bitcast" in w.exclude:
+        return
+    source, target = w.draw(st.sampled_from((("f32", "i32"), ("i32", "f32"), ("f32", "f32"))))
+    shape = w.choose_shape(source, base)
+    a = w.pick(source, shape, literal_ok=shape == ())
+    w.value("bitcast", [a], target, shape, attrs=f"dtype={target}")
+
+
+def _reduce(w: Writer, base) -> None:
+    if "reduce" in w.exclude:
+        return
+    dtype = w.draw(st.sampled_from(("f32", "i32")))
+    op = w.draw(st.sampled_from(("add", "max", "mul")))
+    shape = w.choose_shape(dtype, base)
+    a = w.pick(dtype, shape, literal_ok=shape == ())
+    axes = None
+    if shape and w.draw(st.booleans()):
+        axes = tuple(k for k in range(len(shape)) if w.draw(st.booleans()))
+    if axes is None:
+        out, attrs = (), f"op={op}"
+    else:
+        out = tuple(1 if k in axes else d for k, d in enumerate(shape))
+        attrs = f"op={op} axis={shape_text(axes)}"
+    w.value("reduce", [a], dtype, out, attrs=attrs, no_rule=op == "mul",
+            feature="reduce" if op != "mul" else "reduce_mul")
+
+
+def _expand(w: Writer, base) -> None:
+    """A scalar or a value with size-1 dims, expanded to the base shape."""
+    if "expand" in w.exclude or not base:
+        return
+    dtype = w.draw(st.sampled_from(("f32", "i32")))
+    sources = [v for v in w.pool if v.dtype == dtype and (
+        v.shape == () or (len(v.shape) == len(base) and all(
+            d in (1, b) for d, b in zip(v.shape, base, strict=True))))]
+    a = w.draw(st.sampled_from(sources)) if sources else w.literal(dtype)
+    w.value("expand", [a], dtype, base, attrs=f"shape={shape_text(base)}")
+
+
+def _reshape(w: Writer, base) -> None:
+    if "reshape" in w.exclude:
+        return
+    dtype = w.draw(st.sampled_from(("f32", "i32")))
+    shape = w.choose_shape(dtype, base)
+    size = int(np.prod(shape))
+    targets = [s for s in {(size,), base, (1, size)} if int(np.prod(s)) == size]
+    target = w.draw(st.sampled_from(sorted(targets)))
+    a = w.pick(dtype, shape, literal_ok=False)
+    w.value("reshape", [a], dtype, target, attrs=f"shape={shape_text(target)}")
+
+
+def _detach(w: Writer, base) -> None:
+    """detach of an existing value, so that the value is also used beside its detach."""
+    if "detach" in w.exclude:
+        return
+    shape = w.choose_shape("f32", base)
+    a = w.pick("f32", shape, literal_ok=False)
+    d = w.value("detach", [a], "f32", shape, carry=[])
+    if "mul" not in w.exclude:
+        w.value("mul", [a, d], "f32", shape)
+
+
+def _load_element(w: Writer, base) -> None:
+    dtype = w.draw(st.sampled_from(("f32", "i32")))
+    shape = base or (1,)
+    if (dtype, shape) not in w.inputs:
+        w.input(dtype, shape)
+    index = w.draw(st.integers(0, int(np.prod(shape)) - 1))
+    text = f"load {w.inputs[(dtype, shape)]} {index}"
+    if (w.scope, text) in w.written:
+        return
+    name = w.fresh("e")
+    w.line(f"{name} = {text}")
+    v = Val(name, dtype, (), {name: False} if dtype == "f32" else {}, ranged=w.depth > 0,
+            is_load=True)
+    w.pool.append(v)
+    w.written[(w.scope, text)] = v
+
+
+def _memory(w: Writer, base) -> None:
+    """Store a value and load it back: the load depends on the value through memory, which
+    no gradient goes through."""
+    dtype = w.draw(st.sampled_from(("f32", "i32")))
+    shape = w.choose_shape(dtype, base)
+    v = w.pick(dtype, shape, literal_ok=False)
+    scratch = w.buffer(dtype, shape, "mem")
+    w.line(f"store {scratch} {v.text}")
+    name = w.fresh("m")
+    w.line(f"{name} = load {scratch}")
+    reach = {name: False} if dtype == "f32" else {}
+    reach.update({u: True for u in v.reach})
+    w.pool.append(Val(name, dtype, shape, reach, dirty=True, ranged=v.ranged, is_load=True))
+
+
+def _call(w: Writer, base) -> None:
+    if "call" in w.exclude:
+        return
+    ops = _allowed(w, ("add", "mul", "max"))
+    if not ops:
+        return
+    if not w.functions or w.draw(st.booleans()):
+        name = f"@f{len(w.functions)}"
+        body = [f"def {name} %p %q"]
+        last = "%p"
+        for k in range(w.draw(st.integers(1, 2))):
+            op = w.draw(st.sampled_from(ops))
+            other = w.draw(st.sampled_from(("%p", "%q", last)))
+            body.append(f"  %r{k} = {op} {last} {other}")
+            last = f"%r{k}"
+        body += [f"  return {last}", f"end {name}"]
+        w.defs += body
+        w.functions.append(name)
+    function = w.draw(st.sampled_from(w.functions))
+    dtype = w.draw(st.sampled_from(("f32", "i32")))
+    shape = w.choose_shape(dtype, base)
+    a = w.pick(dtype, shape, literal_ok=shape == ())
+    b = w.pick(dtype, shape, literal_ok=shape == ())  # a parameter never broadcasts
+    v = w.value("call", [Val(function, "func", ()), a, b], dtype, shape, carry=[a, b],
+                no_rule=True)
+    v.reach = ({v.text: False} | {u: True for o in (a, b) for u in o.reach}) \
+        if dtype == "f32" else {}
+
+
+def _gradient(w: Writer, base) -> None:
+    if "gradient" in w.exclude:
+        return
+    ys = [v for v in w.pool if v.dtype == "f32" and not v.ranged and not v.literal
+          and (v.shape == () or "reduce" not in w.exclude)]
+    if not ys:
+        return
+    y = w.loss(w.draw(st.sampled_from(ys)))
+    xs = [v for v in w.valid_xs(y) if not v.literal]
+    if not xs:
+        return
+    w.gradient(y, w.draw(st.sampled_from(xs)))
+
+
+def _higher_order(w: Writer, base) -> None:
+    """gradient (gradient y x) x for a scalar x."""
+    if "higher_order" in w.exclude or "gradient" in w.exclude:
+        return
+    xs = [v for v in w.pool if v.dtype == "f32" and v.shape == () and not v.ranged
+          and not v.literal and not v.maybe_literal]
+    if not xs:
+        return
+    x = w.draw(st.sampled_from(xs))
+    ys = [v for v in w.pool if v.dtype == "f32" and v.shape == () and not v.ranged
+          and v.reach.get(x.text) is False and not v.dirty]
+    if not ys:
+        return
+    g = w.gradient(w.draw(st.sampled_from(ys)), x)
+    w.gradient(g, x)
+
+
+def _loop(w: Writer, base) -> None:
+    """A range whose body loads, computes and stores element by element; sometimes with a
+    valid gradient inside (of values the loop does not touch), sometimes nested."""
+    if "range" in w.exclude or w.depth >= 2:
+        return
+    count = w.draw(st.integers(1, 3))
+    data = w.buffer("f32", (count,), "in")
+    out = w.buffer("f32", (count,), "out")
+    counter = w.fresh("i")
+    w.line(f"{counter} = range {count}")
+    w.features.add("range")
+    saved = len(w.pool)
+    outer = w.enter()
+    i = Val(counter, "i32", (), ranged=True)
+    w.pool.append(i)
+    e = w.fresh("e")
+    w.line(f"{e} = load {data} {counter}")
+    w.pool.append(Val(e, "f32", (), {e: False}, ranged=True, is_load=True))
+    for _ in range(w.draw(st.integers(0, 2))):
+        w.draw(st.sampled_from(_BODY_STEPS))(w, ())
+    if w.draw(st.booleans()):
+        _gradient(w, ())
+    value = w.draw(st.sampled_from([v for v in w.pool[saved:] if v.dtype == "f32"
+                                    and v.shape == ()]))
+    w.line(f"store {out} {value.text} {counter}")
+    w.leave(outer, saved)
+    w.line(f"end {counter}")
+
+
+_BODY_STEPS = (_f32_binary, _f32_unary, _i32_binary, _compare, _where, _cast, _loop)
+# Simplest first: shrinking moves towards the front.
+PROGRAM_STEPS = (_f32_binary, _f32_unary, _detach, _reduce, _expand, _reshape, _where, _cast,
+                 _compare, _i32_binary, _bool_binary, _bitcast, _load_element, _memory,
+                 _call, _loop, _gradient, _higher_order)
+DIFFERENTIABLE_STEPS = (_f32_binary, _f32_unary, _detach, _reduce, _expand, _reshape, _where,
+                        _cast, _gradient)
+
+
+# --- whole programs ---------------------------------------------------------------------------
+
+
+def _write(draw, *, steps, min_steps, max_steps, exclude, min_gradients, store_values) -> Writer:
+    w = Writer(draw, exclude=frozenset(exclude))
+    base = draw(st.sampled_from(SHAPES))
+    for _ in range(draw(st.integers(min_steps, max_steps))):
+        draw(st.sampled_from(steps))(w, base)
+    for _ in range(8):
+        if w.gradients >= min_gradients:
+            break
+        if not any(v.dtype == "f32" and not v.literal for v in w.pool):
+            w.input("f32", base)
+        _gradient(w, base)
+    stored = [v for v in w.pool if v.text.startswith("%g")]
+    if store_values or not stored:
+        stored += [v for v in w.sinks() if v not in stored][:MAX_SINKS]
+    for v in stored:
+        w.store(v)
+    return w
+
+
+def _case(draw, w: Writer, *, mode: str, expect_error=None, description: str) -> Case:
+    source = w.source()
+    buffers = draw(buffers_for(source, mode=mode))
+    distance = kink_distance(source, buffers) if mode == "smooth" else None
+    return Case(source, buffers, expect_error, description, distance, frozenset(w.features))
+
+
+@st.composite
+def programs(draw, *, min_steps: int = 1, max_steps: int = 12, exclude=frozenset(),
+             inputs: str = "anything") -> Case:
+    """Valid programs that mix every op of the IR: f32, i32 and bool; shapes from scalars to
+    rank 3; shared literals; loads and stores with and without indices; ranges (nested);
+    def/call; detach; several gradients; gradients of gradients. `exclude` names ops (or
+    `higher_order`) never to use. Shrinks towards fewer steps, the simplest kinds of step
+    (f32 add first), scalars, and the earliest values."""
+    w = _write(draw, steps=PROGRAM_STEPS, min_steps=min_steps, max_steps=max_steps,
+               exclude=exclude, min_gradients=0, store_values=True)
+    return _case(draw, w, mode=inputs, description=_describe("program", w))
+
+
+@st.composite
+def exact_programs(draw, *, min_steps: int = 1, max_steps: int = 12, exclude=frozenset(),
+                   inputs: str = "anything") -> Case:
+    """programs() without exp2, log2 and sin: what an implementation that rounds only the IEEE
+    basic operations correctly must still get right bit for bit. Shrinks as programs()."""
+    return draw(programs(min_steps=min_steps, max_steps=max_steps,
+                         exclude=frozenset(exclude) | TRANSCENDENTAL, inputs=inputs))
+
+
+@st.composite
+def differentiable_programs(draw, *, min_steps: int = 1, max_steps: int = 10,
+                            min_gradients: int = 1, exclude=frozenset(),
+                            inputs: str = "smooth", store_values: bool | None = None) -> Case:
+    """A scalar f32 loss and one or more gradients against loads or intermediate nodes, in
+    DAGs where values are reused (beside their own detach too), with inputs kept away from
+    kinks (the distance is on the case). Shrinks towards a single gradient of few steps, a
+    scalar x, and storing only the gradient."""
+    keep = draw(st.booleans()) if store_values is None else store_values
+    w = _write(draw, steps=DIFFERENTIABLE_STEPS, min_steps=min_steps, max_steps=max_steps,
+               exclude=exclude, min_gradients=min_gradients, store_values=keep)
+    assume(w.gradients >= min_gradients)
+    return _case(draw, w, mode=inputs, description=_describe("differentiable program", w))
+
+
+def _describe(kind: str, w: Writer) -> str:
+    statements = sum(1 for line in w.source().splitlines() if line.strip())
+    ops = " ".join(sorted(w.features))
+    return f"{kind}: {statements} statements, {w.gradients} gradients; uses {ops}"
+
+
+# --- order-sensitive gradients ------------------------------------------------------------------
+
+# Share values that cancel and absorb each other in f32.
+ORDER_CONSTANTS = ("1e8", "-1e8", "1.0", "3.0", "16777216.0", "-16777216.0", "0.5", "-3.0",
+                   "1e-8", "7.0")
+
+
+@st.composite
+def order_sensitive_gradients(draw, *, min_shares: int = 3, max_shares: int = 6) -> Case:
+    """x receives min_shares..max_shares shares c_k (y is a sum of x * c_k, the c_k loaded, in
+    a random tree and order) whose f32 sum depends on the order: the spec's arrival order
+    gives different bits from program order and from reversed arrival order. Shrinks towards
+    three shares and the first constants."""
+    count = draw(st.integers(min_shares, max_shares))
+    constants = [draw(st.sampled_from(ORDER_CONSTANTS)) for _ in range(count)]
+    lines = ["%xin = buffer slot=0 dtype=f32 shape=[]",
+             f"%cin = buffer slot=1 dtype=f32 shape=[{count}]",
+             "%out = buffer slot=2 dtype=f32 shape=[]", "%x = load %xin"]
+    lines += [f"%c{k} = load %cin {k}" for k in range(count)]
+    terms = []
+    for k in range(count):
+        swap = draw(st.booleans())
+        lines.append(f"%t{k} = mul {'%c' + str(k) if swap else '%x'} "
+                     f"{'%x' if swap else '%c' + str(k)}")
+        terms.append(f"%t{k}")
+    # Combine the terms in a random tree: repeatedly add two of the partial sums.
+    partial, n = list(terms), 0
+    while len(partial) > 1:
+        i = draw(st.integers(0, len(partial) - 1))
+        a = partial.pop(i)
+        j = draw(st.integers(0, len(partial) - 1))
+        b = partial.pop(j)
+        lines.append(f"%s{n} = add {a} {b}")
+        partial.append(f"%s{n}")
+        n += 1
+    lines += [f"%g = gradient {partial[0]} %x", "store %out %g"]
+    source = "\n".join(lines) + "\n"
+    bits = [exact.f32_from_text(c) for c in constants]
+    arrival = arrival_order(source)
+    fold = _fold([bits[k] for k in arrival])
+    assume(not exact.same_f32(fold, _fold(bits)))
+    assume(not exact.same_f32(fold, _fold([bits[k] for k in reversed(arrival)])))
+    x = draw(st.floats(-4, 4, width=32))
+    buffers = {0: np.array(x, np.float32), 1: exact.to_numpy_f32(bits),
+               2: np.zeros((), np.float32)}
+    return Case(source, buffers, None, f"order-sensitive: x receives {count} shares "
+                f"{', '.join(constants[k] for k in arrival)} in arrival order",
+                features=frozenset({"load", "mul", "add", "gradient", "store"}))
+
+
+def arrival_order(source: str) -> list[int]:
+    """The order in which x's shares arrive in the reference, as indices k of the terms
+    %t{k} = mul x c_k of an order-sensitive program."""
+    program = reference.compile_program(source)
+    expansion = next(s.expansion for s in program.statements
+                     if isinstance(s, Define) and s.expansion)
+    visit = next(v for v in expansion.visits if v.node is expansion.x)
+    order = []
+    for share in visit.shares:  # each share is mul g c_k
+        loaded = next(o for o in share.operands if o.op == "load")
+        order.append(loaded.operands[1].attr("value"))
+    return order
+
+
+def _fold(bits: list[int]) -> int:
+    total = bits[0]
+    for b in bits[1:]:
+        total = exact.f32_add(total, b)
+    return total
+
+
+# --- invalid gradients and near misses -----------------------------------------------------------
+
+
+def _noise(w: Writer, base, *, max_steps: int = 3) -> None:
+    for _ in range(w.draw(st.integers(0, max_steps))):
+        w.draw(st.sampled_from(DIFFERENTIABLE_STEPS[:-1]))(w, base)
+
+
+def _deep(w: Writer, v: Val) -> Val:
+    """Bury a value under a few more ops, so the offending node is deep in the graph."""
+    for _ in range(w.draw(st.integers(0, 2))):
+        op = w.draw(st.sampled_from(("sin", "add", "mul")))
+        if op == "sin":
+            v = w.value("sin", [v], "f32", v.shape)
+        else:
+            v = w.value(op, [v, w.literal("f32")], "f32", v.shape)
+    return v
+
+
+def _loss_not_scalar(w, base, x):
+    kind = w.draw(st.sampled_from(("shape [1]", "unreduced", "i32", "bool", "buffer")))
+    if kind == "shape [1]":
+        r = w.value("reduce", [x], "f32", (), attrs="op=add")
+        y = w.value("reshape", [r], "f32", (1,), attrs="shape=[1]")
+    elif kind == "unreduced":
+        y = w.value("mul", [x, x], "f32", x.shape) if x.shape else \
+            w.value("expand", [x], "f32", (2,), attrs="shape=[2]")
+    elif kind == "i32":
+        y = w.value("cast", [w.loss(x)], "i32", (), attrs="dtype=i32")
+    elif kind == "bool":
+        y = w.value("cmplt", [w.loss(x), w.literal("f32")], "bool", ())
+    else:
+        y = Val(w.inputs[("f32", base)], "f32", base)
+    return y, x, f"the loss is {kind}"
+
+
+def _x_not_f32(w, base, x):
+    kind = w.draw(st.sampled_from(("i32", "bool", "buffer")))
+    loss = w.loss(x)
+    if kind == "i32":
+        k = w.value("cast", [x], "i32", x.shape, attrs="dtype=i32")
+        f = w.value("cast", [k], "f32", x.shape, attrs="dtype=f32")
+        return w.loss(w.value("mul", [f, x], "f32", x.shape)), k, "x is an i32"
+    if kind == "bool":
+        c = w.value("cmplt", [x, w.literal("f32")], "bool", x.shape)
+        s = w.value("where", [c, x, w.literal("f32")], "f32", x.shape, carry=[x])
+        return w.loss(s), c, "x is a bool"
+    return loss, Val(w.inputs[("f32", base)], "f32", base), "x is a buffer"
+
+
+def _x_literal(w, base, x):
+    text = w.draw(st.sampled_from(("2.0", "0.5", "-1.0")))
+    lit = Val(text, "f32", (), literal=True)
+    shared = w.value("mul", [x, lit], "f32", x.shape)
+    y = w.loss(w.value("mul", [shared, lit], "f32", x.shape))
+    return y, lit, "x is a literal that other nodes share"
+
+
+def _open_range(w, base, x):
+    kind = w.draw(st.sampled_from(("counter", "body load in y", "body load as x", "outer")))
+    count = w.draw(st.integers(1, 3))
+    data = w.buffer("f32", (count,), "in")
+    loss = w.loss(x)
+    i = w.fresh("i")
+    w.line(f"{i} = range {count}")
+    w.depth += 1
+    if kind == "outer":
+        j = w.fresh("j")
+        w.line(f"{j} = range 2")
+        w.depth += 1
+    f = w.fresh("f")
+    w.line(f"{f} = cast {i} dtype=f32")
+    e = w.fresh("e")
+    w.line(f"{e} = load {data} {i}")
+    if kind in ("counter", "outer"):
+        y, target = w.fresh("y"), x.text
+        w.line(f"{y} = mul {loss.text} {f}")
+    elif kind == "body load in y":
+        y, target = w.fresh("y"), x.text
+        w.line(f"{y} = mul {loss.text} {e}")
+    else:
+        y, target = loss.text, e
+    g = w.fresh("g")
+    w.line(f"{g} = gradient {y} {target}")
+    if kind == "outer":
+        w.depth -= 1
+        w.line(f"end {j}")
+    w.depth -= 1
+    w.line(f"end {i}")
+    return None, None, f"y or x depends on an open range ({kind})"
+
+
+def _no_rule(w, base, x):
+    kind = w.draw(st.sampled_from(("reduce op=mul", "call", "store and load", "element store",
+                                   "store in a loop")))
+    if kind == "reduce op=mul":
+        blocked = w.value("reduce", [x], "f32", (), attrs="op=mul", no_rule=True)
+    elif kind == "call":
+        if not w.functions:
+            w.defs += ["def @twice %p", "  %q = add %p %p", "  return %q", "end @twice"]
+            w.functions.append("@twice")
+            blocked = w.value("call", [Val("@twice", "func", ()), x], "f32", x.shape,
+                              no_rule=True)
+        else:
+            blocked = w.value("call", [Val(w.functions[0], "func", ()), x, x], "f32", x.shape,
+                              no_rule=True)
+    else:
+        if kind == "store in a loop":
+            count = x.shape[0] if len(x.shape) == 1 else 2
+            scratch = w.buffer("f32", (count,), "mem")
+            i = w.fresh("i")
+            s = w.loss(x)
+            w.line(f"{i} = range {count}")
+            w.line(f"  store {scratch} {s.text} {i}")
+            w.line(f"end {i}")
+            loaded = w.fresh("m")
+            w.line(f"{loaded} = load {scratch}")
+            blocked = Val(loaded, "f32", (count,))
+        elif kind == "element store":
+            scratch = w.buffer("f32", (2,), "mem")
+            s = w.loss(x)
+            w.line(f"store {scratch} {s.text} 0")
+            loaded = w.fresh("m")
+            w.line(f"{loaded} = load {scratch} 1")
+            blocked = Val(loaded, "f32", ())
+        else:
+            scratch = w.buffer("f32", x.shape, "mem")
+            w.line(f"store {scratch} {x.text}")
+            loaded = w.fresh("m")
+            w.line(f"{loaded} = load {scratch}")
+            blocked = Val(loaded, "f32", x.shape)
+    deep = _deep(w, w.loss(blocked))
+    y = w.value("mul", [deep, w.loss(x)], "f32", ())
+    return y, x, f"the walk meets a node with no rule ({kind})"
+
+
+def _in_function(w, base, x):
+    called = w.draw(st.booleans())
+    w.defs += ["def @grad %p", "  %q = mul %p %p", "  %r = gradient %q %p", "  return %r",
+               "end @grad"]
+    if called:
+        s = w.loss(x)
+        w.value("call", [Val("@grad", "func", ()), s], "f32", (), no_rule=True)
+    return None, None, "a gradient in a function body" + ("" if called else " never called")
+
+
+DISGUISES: dict[str, Callable] = {
+    errors.LOSS_NOT_F32_SCALAR: _loss_not_scalar,
+    errors.X_NOT_F32: _x_not_f32,
+    errors.X_LITERAL: _x_literal,
+    errors.OPEN_RANGE: _open_range,
+    errors.NO_RULE: _no_rule,
+    errors.IN_FUNCTION: _in_function,
+}
+
+
+@st.composite
+def invalid_gradients(draw, *, rules=errors.RULES, max_noise: int = 3) -> Case:
+    """One program per rejection rule (SPEC.md, "When gradient is rejected"), in disguises: the
+    offending node deep in the graph, x reached through a store and a load, a reduce op=mul or
+    a call on the path, a loss of shape [1], x an i32, a bool, a buffer or a shared literal, y
+    or x depending on the range, a gradient in a function body. Valid noise surrounds it.
+    Shrinks towards the first rule, its first disguise, and no noise."""
+    rule = draw(st.sampled_from(list(rules)))
+    w = Writer(draw)
+    base = draw(st.sampled_from(SHAPES[:2]))
+    w.input("f32", base)
+    _noise(w, base, max_steps=max_noise)
+    x = w.pick("f32", base, literal_ok=False)
+    y, target, how = DISGUISES[rule](w, base, x)
+    if y is not None:
+        name = w.fresh("g")
+        w.line(f"{name} = gradient {y.text} {target.text}")
+        w.features.add("gradient")
+    source = w.source()
+    buffers = draw(buffers_for(source, mode="anything"))
+    return Case(source, buffers, rule, f"invalid [{rule}]: {how}",
+                features=frozenset(w.features))
+
+
+def _reduce_mul_off_path(w, base, x, other):
+    kind = w.draw(st.sampled_from(("data x does not reach", "behind detach", "behind i32")))
+    if kind == "behind detach":
+        source = w.value("detach", [x], "f32", x.shape, carry=[])
+    elif kind == "behind i32":
+        k = w.value("cast", [x], "i32", x.shape, attrs="dtype=i32")
+        source = w.value("cast", [k], "f32", x.shape, attrs="dtype=f32")
+    else:
+        source = other
+    p = w.value("reduce", [source], "f32", (), attrs="op=mul", no_rule=True,
+                feature="reduce_mul")
+    return w.value("add", [w.loss(w.value("mul", [x, x], "f32", x.shape)), p], "f32", ()), x, \
+        f"a reduce op=mul {kind}"
+
+
+def _call_off_path(w, base, x, other):
+    kind = w.draw(st.sampled_from(("data x does not reach", "behind detach", "behind i32")))
+    if kind == "behind i32":
+        w.defs += ["def @sq %p", "  %q = cast %p dtype=f32", "  %r = mul %q %q", "  return %r",
+                   "end @sq"]
+        k = w.value("cast", [x], "i32", x.shape, attrs="dtype=i32")
+        arg = k
+    else:
+        w.defs += ["def @sq %p", "  %r = mul %p %p", "  return %r", "end @sq"]
+        arg = w.value("detach", [x], "f32", x.shape, carry=[]) if kind == "behind detach" \
+            else other
+    c = w.value("call", [Val("@sq", "func", ()), arg], "f32", x.shape, carry=[], no_rule=True)
+    y = w.value("add", [w.loss(w.value("mul", [x, x], "f32", x.shape)), w.loss(c)], "f32", ())
+    return y, x, f"a call {kind}"
+
+
+def _memory_off_path(w, base, x, other):
+    kind = w.draw(st.sampled_from(("stored data x does not reach", "overwritten store",
+                                   "load before the store")))
+    scratch = w.buffer("f32", x.shape, "mem")
+    loaded = w.fresh("m")
+    if kind == "stored data x does not reach":
+        w.line(f"store {scratch} {other.text}")
+        w.line(f"{loaded} = load {scratch}")
+    elif kind == "overwritten store":
+        w.line(f"store {scratch} {x.text}")
+        w.line(f"store {scratch} {w.literal('f32').text}")
+        w.line(f"{loaded} = load {scratch}")
+    else:
+        w.line(f"{loaded} = load {scratch}")
+        w.line(f"store {scratch} {x.text}")
+    m = Val(loaded, "f32", x.shape)
+    y = w.loss(w.value("mul", [m, x], "f32", x.shape))
+    return y, x, f"a load that x does not reach ({kind})"
+
+
+def _independent(w, base, x, other):
+    return w.loss(w.value("sin", [other], "f32", other.shape)), x, "y does not depend on x"
+
+
+def _gradient_in_loop(w, base, x, other):
+    y = w.loss(w.value("mul", [x, x], "f32", x.shape))
+    count = w.draw(st.integers(1, 3))
+    out = w.buffer("f32", (count,), "out")
+    i = w.fresh("i")
+    w.line(f"{i} = range {count}")
+    g = w.fresh("g")
+    w.line(f"  {g} = gradient {y.text} {x.text}")
+    flat = w.fresh("v")
+    if x.shape:
+        w.line(f"  {flat} = reduce {g} op=add")
+        w.line(f"  store {out} {flat} {i}")
+    else:
+        w.line(f"  store {out} {g} {i}")
+    w.line(f"end {i}")
+    w.features |= {"range", "gradient"}
+    return None, None, "a gradient inside a loop that depends on nothing of the loop"
+
+
+def _x_without_rule(w, base, x, other):
+    p = w.value("reduce", [x], "f32", (), attrs="op=mul", no_rule=True, feature="reduce_mul")
+    y = w.value("mul", [p, p], "f32", ())
+    return y, p, "x is a reduce op=mul node: the walk stops at x"
+
+
+def _detached_loss(w, base, x, other):
+    s = w.loss(w.value("mul", [x, x], "f32", x.shape))
+    return w.value("detach", [s], "f32", (), carry=[]), x, "the loss is a detach"
+
+
+NEAR_MISSES: tuple[Callable, ...] = (_reduce_mul_off_path, _call_off_path, _memory_off_path,
+                                     _independent, _gradient_in_loop, _x_without_rule,
+                                     _detached_loss)
+
+
+@st.composite
+def near_misses(draw, *, max_noise: int = 3) -> Case:
+    """Valid programs that look invalid, each of which must be accepted: a reduce op=mul, call
+    or load off the path, or reachable only through detach or an i32 cast; x a load or a node
+    with no rule; y not depending on x; a gradient inside a loop that depends on nothing of
+    the loop; a detached loss. Shrinks towards the first kind and no noise."""
+    make = draw(st.sampled_from(NEAR_MISSES))
+    w = Writer(draw)
+    base = draw(st.sampled_from(SHAPES[:2]))
+    x = w.input("f32", base)
+    other = w.input("f32", base)
+    _noise(w, base, max_steps=max_noise)
+    y, target, how = make(w, base, x, other)
+    if y is not None:
+        g = w.gradient(y, target)
+        w.store(g)
+    source = w.source()
+    buffers = draw(buffers_for(source, mode="anything"))
+    return Case(source, buffers, None, f"near miss: {how}", features=frozenset(w.features))

@@ -1,0 +1,214 @@
+"""A random program, written one statement at a time.
+
+The writer keeps a pool of the values written so far and knows, for each, what a gradient
+through it would meet. So every gradient it writes is valid by construction, and the
+strategies (strategies.py) can ask for valid programs without rejection sampling. Choices are
+drawn so that Hypothesis shrinks towards fewer statements, the first (simplest) kinds of step,
+the earliest values and the first literals.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from hypothesis import strategies as st
+
+# Literals, simplest first: shrinking walks towards the front.
+F32_LITERALS = ("2.0", "0.5", "-1.0", "1.0", "3.0", "0.0", "-0.0", "1e-3", "-2.5")
+I32_LITERALS = ("1", "2", "0", "-1", "7", "31")
+SHAPES = ((), (3,), (2, 3), (2, 1, 2))
+
+
+def shape_text(shape: tuple[int, ...]) -> str:
+    return "[" + ",".join(map(str, shape)) + "]"
+
+
+@dataclass
+class Val:
+    """A value of the program being written.
+
+    `reach`: the f32 values this one depends on through gradient-carrying edges (f32 operands,
+    not through detach), each mapped to whether some such path crosses a node with no rule.
+    `dirty`: somewhere upstream (any edge) is a node with no rule. `ranged`: depends on an open
+    range's counter or a load in its body.
+    """
+
+    text: str
+    dtype: str
+    shape: tuple[int, ...]
+    reach: dict[str, bool] = field(default_factory=dict)
+    dirty: bool = False
+    ranged: bool = False
+    literal: bool = False
+    is_load: bool = False
+    maybe_literal: bool = False  # a scalar gradient result can be the literal 1.0 or 0.0
+
+
+class Writer:
+    def __init__(self, draw: Callable, *, exclude: frozenset[str] = frozenset()):
+        self.draw, self.exclude = draw, exclude
+        self.decls: list[str] = []
+        self.defs: list[str] = []
+        self.body: list[str] = []
+        self.pool: list[Val] = []
+        self.depth = 0
+        self._names = itertools.count()
+        self._slots = itertools.count()
+        self.features: set[str] = set()
+        self.functions: list[str] = []
+        self.inputs: dict[tuple[str, tuple[int, ...]], str] = {}  # (dtype, shape) -> buffer
+        self.gradients = 0
+        # Statements written alike are one node in the reference (hash consing), so the writer
+        # keeps one Val for them too: (scope, right-hand side) -> Val.
+        self.written: dict[tuple[int, str], Val] = {}
+        self.scope = 0
+        self._scopes = itertools.count(1)
+        self.used: set[str] = set()  # values some later statement reads
+
+    # --- text -------------------------------------------------------------------------------
+
+    def fresh(self, stem: str = "v") -> str:
+        return f"%{stem}{next(self._names)}"
+
+    def line(self, text: str) -> None:
+        self.body.append("  " * self.depth + text)
+
+    def source(self) -> str:
+        return "\n".join(self.defs + self.decls + self.body) + "\n"
+
+    def buffer(self, dtype: str, shape: tuple[int, ...], stem: str = "b") -> str:
+        name = self.fresh(stem)
+        self.decls.append(f"{name} = buffer slot={next(self._slots)} dtype={dtype} "
+                          f"shape={shape_text(shape)}")
+        return name
+
+    # --- values -----------------------------------------------------------------------------
+
+    def value(self, op: str, operands: list[Val], dtype: str, shape: tuple[int, ...], *,
+              attrs: str = "", carry: list[Val] | None = None, no_rule: bool = False,
+              ranged: bool = False, feature: str | None = None) -> Val:
+        """Write `%v = op operands attrs` and add it to the pool. `carry`: the operands a
+        gradient passes through (default: all); `no_rule`: the op has no gradient rule."""
+        text = " ".join([op, *(o.text for o in operands)]) + (f" {attrs}" if attrs else "")
+        self.features.add(feature or op)
+        self.used.update(o.text for o in operands)
+        if (self.scope, text) in self.written:
+            return self.written[(self.scope, text)]
+        name = self.fresh()
+        self.line(f"{name} = {text}")
+        reach: dict[str, bool] = {}
+        if dtype == "f32":
+            reach[name] = False
+            for o in operands if carry is None else carry:
+                if o.dtype == "f32":
+                    for upstream, crossed in o.reach.items():
+                        reach[upstream] = reach.get(upstream, False) or crossed or no_rule
+        v = Val(name, dtype, shape, reach, no_rule or any(o.dirty for o in operands),
+                ranged or any(o.ranged for o in operands))
+        self.pool.append(v)
+        self.written[(self.scope, text)] = v
+        return v
+
+    def enter(self) -> int:
+        """Open a range body: its values are values of one iteration, apart from the rest."""
+        self.depth += 1
+        outer, self.scope = self.scope, next(self._scopes)
+        return outer
+
+    def leave(self, outer: int, saved: int) -> None:
+        self.depth -= 1
+        self.scope = outer
+        del self.pool[saved:]
+
+    def literal(self, dtype: str) -> Val:
+        menu = {"f32": F32_LITERALS, "i32": I32_LITERALS, "bool": ("true", "false")}[dtype]
+        return Val(self.draw(st.sampled_from(menu)), dtype, (), literal=True)
+
+    def input(self, dtype: str, shape: tuple[int, ...]) -> Val:
+        """The load of a new input buffer of this dtype and shape (a buffer of its own, so the
+        load is a node of its own). Inside a range body the load depends on the range."""
+        self.inputs[(dtype, shape)] = self.buffer(dtype, shape, "in")
+        name = self.fresh("x")
+        self.line(f"{name} = load {self.inputs[(dtype, shape)]}")
+        self.features.add("load")
+        v = Val(name, dtype, shape, {name: False} if dtype == "f32" else {},
+                ranged=self.depth > 0, is_load=True)
+        self.pool.append(v)
+        return v
+
+    def pick(self, dtype: str, shape: tuple[int, ...], *, literal_ok: bool = True,
+             where: Callable[[Val], bool] = lambda v: True) -> Val:
+        """An operand: an earlier value (reused, so programs are DAGs, not trees), a literal,
+        or a new input. Shrinks towards the earliest value, then a literal."""
+        found = [v for v in self.pool if v.dtype == dtype and v.shape == shape and where(v)]
+        extra = (["literal"] if literal_ok else []) + ["input"]
+        k = self.draw(st.integers(0, len(found) + len(extra) - 1))
+        if k < len(found):
+            return found[k]
+        if extra[k - len(found)] == "literal":
+            return self.literal(dtype)
+        return self.input(dtype, shape)
+
+    def shapes_in_pool(self, dtype: str) -> list[tuple[int, ...]]:
+        seen: list[tuple[int, ...]] = []
+        for v in self.pool:
+            if v.dtype == dtype and v.shape not in seen:
+                seen.append(v.shape)
+        return seen
+
+    def choose_shape(self, dtype: str, base: tuple[int, ...]) -> tuple[int, ...]:
+        shapes = self.shapes_in_pool(dtype)
+        return self.draw(st.sampled_from(shapes)) if shapes else base
+
+    # --- statements without value ------------------------------------------------------------
+
+    def store(self, value: Val, stem: str = "out") -> None:
+        """Store a value into a new output buffer of its dtype and shape."""
+        out = self.buffer(value.dtype, value.shape, stem)
+        self.line(f"store {out} {value.text}")
+        self.features.add("store")
+        self.used.add(value.text)
+
+    def sinks(self) -> list[Val]:
+        """The values no later statement reads: what a program must store to be observed."""
+        return [v for v in self.pool if not v.literal and v.text not in self.used]
+
+    # --- gradient ---------------------------------------------------------------------------
+
+    def loss(self, value: Val) -> Val:
+        """An f32 scalar from an f32 value: itself, or its reduce op=add."""
+        if value.shape == ():
+            return value
+        return self.value("reduce", [value], "f32", (), attrs="op=add")
+
+    def valid_xs(self, y: Val, *, include_unreached: bool = True) -> list[Val]:
+        """The values a gradient of y may be taken against: f32, not literals, not on a path
+        through a node without a rule, not depending on an open range."""
+        return [v for v in self.pool if v.dtype == "f32" and not v.ranged
+                and not v.literal and not v.maybe_literal
+                and (y.reach.get(v.text) is False
+                     or (include_unreached and v.text not in y.reach))]
+
+    def gradient(self, y: Val, x: Val) -> Val:
+        """Write `gradient y x`. The result depends on all y depends on; if anything upstream of
+        y has no rule, a gradient through the result is not trusted to be valid."""
+        name = self.fresh("g")
+        self.line(f"{name} = gradient {y.text} {x.text}")
+        self.used.update((y.text, x.text))
+        self.features.add("gradient")
+        if x.text.startswith("%g") or any(u.startswith("%g") for u in y.reach):
+            self.features.add("higher_order")
+        self.gradients += 1
+        reach = {u: y.dirty or x.dirty for u in y.reach if u != y.text}
+        reach[name] = False
+        g = Val(name, "f32", x.shape, reach, y.dirty or x.dirty, y.ranged or x.ranged,
+                maybe_literal=x.shape == ())
+        self.pool.append(g)
+        return g
+
+
+def element_count(shape: tuple[int, ...]) -> int:
+    return math.prod(shape)
