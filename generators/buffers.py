@@ -19,7 +19,14 @@ from reference.realvalued import Real
 SPECIAL_F32 = [0x00000000, 0x80000000, 0x7F800000, 0xFF800000, 0x7FC00000, 0x00000001,
                0x007FFFFF, 0x00800000, 0x7F7FFFFF, 0x3F800000, 0xBF800000]
 SPECIAL_I32 = [0, 1, -1, 2, exact.I32_MIN, exact.I32_MAX, 31, 32]
-SMOOTH_F32 = st.floats(-4.0, 4.0, width=32, allow_subnormal=False)
+# Smooth f32 inputs in [-4, 4]: (2^24 - 1 - k) * 2^(e - 23), exact in f32, with a random
+# mantissa and exponent. Values like 1.0 add and multiply exactly and would hide every
+# question of rounding order, so the shrink target (k = 0) is the all-ones mantissa,
+# 1.9999999 * 2^e: a shrunk counterexample keeps inputs that round.
+SMOOTH_F32 = st.one_of(
+    st.builds(lambda k, e, negative: (-1) ** negative * (2**24 - 1 - k) * 2.0 ** (e - 23),
+              st.integers(0, 2**23 - 1), st.integers(-10, 1), st.booleans()),
+    st.floats(-4.0, 4.0, width=32, allow_subnormal=False))
 SMOOTH_I32 = st.integers(-8, 8)
 
 
@@ -51,19 +58,31 @@ def kink_distance(source: str, buffers: dict[int, np.ndarray]) -> float:
 
 
 @st.composite
-def buffers_for(draw, source: str, *, mode: str = "anything", min_kink_distance: float = 1e-3):
+def buffers_for(draw, source: str, *, mode: str = "anything", min_kink_distance: float = 1e-3,
+                f32_values: list[float] | None = None):
     """Initial contents for every slot `source` declares.
 
     mode="anything": the whole f32 range with both zeros, subnormals, infinities, NaN, huge and
     tiny values; i32 extremes. mode="smooth": f32 in [-4, 4], i32 in [-8, 8], and only inputs
     whose run stays at least `min_kink_distance` from every kink (rejected otherwise).
+    `f32_values`, if given, are dealt into the f32 slots in turn instead of drawing: a caller
+    that draws them before the program keeps them fixed while the program shrinks.
     Shrinks towards zeros and the first special values.
     """
     assert mode in ("anything", "smooth"), mode
     arrays = {}
+    dealt = 0
+    if f32_values:
+        # Largest first: when Hypothesis shrinks the values towards 0, the first element (all
+        # a scalar slot gets) keeps the value that still matters.
+        f32_values = sorted(f32_values, key=lambda v: -abs(v))
     for slot, (dtype, shape) in sorted(buffer_slots(source).items()):
         size = math.prod(shape)
-        values = draw(st.lists(_elements(dtype, mode), min_size=size, max_size=size))
+        if dtype == "f32" and f32_values:
+            values = [f32_values[(dealt + k) % len(f32_values)] for k in range(size)]
+            dealt += size
+        else:
+            values = draw(st.lists(_elements(dtype, mode), min_size=size, max_size=size))
         arrays[slot] = np.array(values, dtype=NUMPY[dtype]).reshape(shape)
     if mode == "smooth":
         assume(kink_distance(source, arrays) >= min_kink_distance)

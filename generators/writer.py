@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 
 from hypothesis import strategies as st
 
+from reference.syntax import parse
+
 # Literals, simplest first: shrinking walks towards the front.
 F32_LITERALS = ("2.0", "0.5", "-1.0", "1.0", "3.0", "0.0", "-0.0", "1e-3", "-2.5")
 I32_LITERALS = ("1", "2", "0", "-1", "7", "31")
@@ -45,11 +47,14 @@ class Val:
     literal: bool = False
     is_load: bool = False
     maybe_literal: bool = False  # a scalar gradient result can be the literal 1.0 or 0.0
+    positive: bool = False  # > 0 at every input: recip, log2 and sqrt may take it
 
 
 class Writer:
-    def __init__(self, draw: Callable, *, exclude: frozenset[str] = frozenset()):
-        self.draw, self.exclude = draw, exclude
+    def __init__(self, draw: Callable, *, exclude: frozenset[str] = frozenset(),
+                 prune: bool = True):
+        self.draw, self.exclude, self.prune = draw, exclude, prune
+        self.dtypes = ("f32", "i32")  # what reduce, expand and reshape steps may draw
         self.decls: list[str] = []
         self.defs: list[str] = []
         self.body: list[str] = []
@@ -77,7 +82,10 @@ class Writer:
         self.body.append("  " * self.depth + text)
 
     def source(self) -> str:
-        return "\n".join(self.defs + self.decls + self.body) + "\n"
+        """The program; pruned of what nothing observable uses (see `prune`), unless it was
+        written statement by statement on purpose (invalid programs, near misses)."""
+        text = "\n".join(self.defs + self.decls + self.body) + "\n"
+        return prune(text) if self.prune else text
 
     def buffer(self, dtype: str, shape: tuple[int, ...], stem: str = "b") -> str:
         name = self.fresh(stem)
@@ -140,11 +148,15 @@ class Writer:
         return v
 
     def pick(self, dtype: str, shape: tuple[int, ...], *, literal_ok: bool = True,
-             where: Callable[[Val], bool] = lambda v: True) -> Val:
+             recent: bool = False, where: Callable[[Val], bool] = lambda v: True) -> Val:
         """An operand: an earlier value (reused, so programs are DAGs, not trees), a literal,
-        or a new input. Shrinks towards the earliest value, then a literal."""
+        or a new input. Shrinks towards the earliest value (the most recent one if `recent`:
+        chains, where the earliest values feed every level), then a literal."""
         found = [v for v in self.pool if v.dtype == dtype and v.shape == shape and where(v)]
-        extra = (["literal"] if literal_ok else []) + ["input"]
+        if recent:
+            found.reverse()
+        # A new input only while few values fit: otherwise programs fall apart into islands.
+        extra = (["literal"] if literal_ok else []) + (["input"] if len(found) < 2 else [])
         k = self.draw(st.integers(0, len(found) + len(extra) - 1))
         if k < len(found):
             return found[k]
@@ -178,11 +190,11 @@ class Writer:
 
     # --- gradient ---------------------------------------------------------------------------
 
-    def loss(self, value: Val) -> Val:
-        """An f32 scalar from an f32 value: itself, or its reduce op=add."""
+    def loss(self, value: Val, op: str = "add") -> Val:
+        """An f32 scalar from an f32 value: itself, or its reduce (op=add or op=max)."""
         if value.shape == ():
             return value
-        return self.value("reduce", [value], "f32", (), attrs="op=add")
+        return self.value("reduce", [value], "f32", (), attrs=f"op={op}")
 
     def valid_xs(self, y: Val, *, include_unreached: bool = True) -> list[Val]:
         """The values a gradient of y may be taken against: f32, not literals, not on a path
@@ -195,8 +207,11 @@ class Writer:
     def gradient(self, y: Val, x: Val) -> Val:
         """Write `gradient y x`. The result depends on all y depends on; if anything upstream of
         y has no rule, a gradient through the result is not trusted to be valid."""
+        text = f"gradient {y.text} {x.text}"
+        if (self.scope, text) in self.written:  # the same expansion: one node
+            return self.written[(self.scope, text)]
         name = self.fresh("g")
-        self.line(f"{name} = gradient {y.text} {x.text}")
+        self.line(f"{name} = {text}")
         self.used.update((y.text, x.text))
         self.features.add("gradient")
         if x.text.startswith("%g") or any(u.startswith("%g") for u in y.reach):
@@ -207,8 +222,52 @@ class Writer:
         g = Val(name, "f32", x.shape, reach, y.dirty or x.dirty, y.ranged or x.ranged,
                 maybe_literal=x.shape == ())
         self.pool.append(g)
+        self.written[(self.scope, text)] = g
         return g
 
 
 def element_count(shape: tuple[int, ...]) -> int:
     return math.prod(shape)
+
+
+def features_of(source: str) -> frozenset[str]:
+    """The ops a program uses (`reduce_mul` for a reduce op=mul), and `higher_order` when a
+    gradient's loss or x depends on the result of another gradient."""
+    features: set[str] = set()
+    from_gradient: set[str] = set()
+    for s in parse(source):
+        if s.op in ("def", "end", "return", "buffer"):
+            continue
+        features.add("reduce_mul" if s.op == "reduce" and s.attr("op") == "mul" else s.op)
+        names = {o.text for o in s.operands if o.kind == "name"}
+        if s.op == "gradient" and names & from_gradient:
+            features.add("higher_order")
+        if s.target and (s.op == "gradient" or names & from_gradient):
+            from_gradient.add(s.target)
+    return frozenset(features)
+
+
+def prune(source: str) -> str:
+    """Drop value statements whose value nothing observable uses, then unused buffers and
+    functions. Every value op is pure, so this changes no result; it only makes programs (and
+    shrunk counterexamples) shorter. Stores, ranges and their ends always stay."""
+    statements = parse(source)
+    lines = [line for line in source.splitlines() if line.split("#")[0].strip()]
+    live: set[str] = set()
+    keep = [False] * len(statements)
+    for k in range(len(statements) - 1, -1, -1):
+        s = statements[k]
+        effect = s.op in ("store", "range", "end", "return") or s.op == "def"
+        if effect or s.target in live:
+            keep[k] = True
+            live.update(o.text for o in s.operands if o.kind in ("name", "func"))
+    # A function whose calls were all dropped goes too, with its body.
+    kept, skipping = [], False
+    for s, line, alive in zip(statements, lines, keep, strict=True):
+        if s.op == "def":
+            skipping = s.operands[0].text not in live
+        if not skipping and alive:
+            kept.append(line)
+        if s.op == "end" and s.operands and s.operands[0].kind == "func":
+            skipping = False
+    return "\n".join(kept) + "\n"

@@ -78,7 +78,7 @@ class Real:
         return 1 / a if a != 0 else self.mp.inf
 
     def sqrt(self, a):
-        self.near(a)
+        self.near(max(a, 0))  # outside the domain counts as on the kink
         return self.mp.sqrt(a) if a >= 0 else self.mp.nan
 
     def exp2(self, a):
@@ -86,7 +86,7 @@ class Real:
         return self.mp.power(2, a)
 
     def log2(self, a):
-        self.near(a)
+        self.near(max(a, 0))
         return self.mp.log(a, 2) if a > 0 else (self.mp.nan if a < 0 else -self.mp.inf)
 
     def sin(self, a):

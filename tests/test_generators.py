@@ -1,0 +1,265 @@
+"""The generators (generators/): every case is what it says it is, together they reach every op,
+rule and rejection, a planted fault shrinks to a small program, and order-sensitive cases are
+order-sensitive."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, Phase, find, given, settings
+
+import reference
+from generators import (
+    buffers_for,
+    differentiable_programs,
+    exact_programs,
+    invalid_gradients,
+    kink_distance,
+    near_misses,
+    order_sensitive_gradients,
+    programs,
+)
+from generators.strategies import arrival_order
+from reference import cases, exact
+from reference import gradient as walk
+from reference.build import Define, Loop
+from reference.errors import RULES, IRError
+from reference.graph import SIGNATURES
+from reference.rules import RULES as RULE_TABLE
+from reference.rules import rule_key
+
+checked = settings(max_examples=100, deadline=None, database=None,
+                   suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+
+
+def _runs_cleanly(case) -> dict:
+    run = reference.build(case.source)
+    return run({k: v.copy() for k, v in case.buffers.items()})
+
+
+@checked
+@given(programs())
+def test_programs_build_and_run(case):
+    assert case.expect_error is None
+    out = _runs_cleanly(case)
+    assert set(out) == set(case.buffers)
+
+
+@checked
+@given(exact_programs())
+def test_exact_programs_have_no_transcendental_op(case):
+    assert not case.features & {"exp2", "log2", "sin"}
+    for line in case.source.splitlines():
+        assert not {"exp2", "log2", "sin"} & set(line.split())
+    _runs_cleanly(case)
+
+
+@checked
+@given(differentiable_programs())
+def test_differentiable_programs_build_and_keep_away_from_kinks(case):
+    assert "gradient" in case.source
+    assert case.kink_distance is not None and case.kink_distance >= 1e-3
+    _runs_cleanly(case)
+
+
+@checked
+@given(near_misses())
+def test_near_misses_are_accepted(case):
+    _runs_cleanly(case)
+
+
+@checked
+@given(invalid_gradients())
+def test_invalid_gradients_are_rejected_with_their_rule(case):
+    with pytest.raises(IRError) as raised:
+        reference.build(case.source)
+    assert raised.value.kind == case.expect_error, (case.description, str(raised.value))
+
+
+@checked
+@given(order_sensitive_gradients())
+def test_order_sensitive_gradients_are_order_sensitive(case):
+    """In the reference, the gradient is the left fold in arrival order, and program order and
+    reversed arrival order would each give other bits."""
+    out = _runs_cleanly(case)
+    constants = [int(b) for b in case.buffers[1].view(np.uint32)]
+    order = arrival_order(case.source)
+    assert sorted(order) == list(range(len(constants))) and len(order) >= 3
+
+    def fold(indices):
+        total = constants[indices[0]]
+        for k in indices[1:]:
+            total = exact.f32_add(total, constants[k])
+        return total
+
+    got = int(out[2].view(np.uint32))
+    assert exact.same_f32(got, fold(order))
+    assert not exact.same_f32(got, fold(list(range(len(constants)))))
+    assert not exact.same_f32(got, fold(order[::-1]))
+
+
+# --- coverage ---------------------------------------------------------------------------------
+
+
+def _draw(strategy, count: int) -> list:
+    drawn = []
+
+    @settings(max_examples=count, derandomize=True, database=None, phases=[Phase.generate],
+              deadline=None, suppress_health_check=list(HealthCheck))
+    @given(strategy)
+    def collect(case):
+        drawn.append(case)
+
+    collect()
+    return drawn
+
+
+def _ops_and_rules(case) -> tuple[set[str], set[str]]:
+    """What the reference sees in a case: the ops of its graph (and function bodies, and
+    statements), and the gradient rules its walks used."""
+    program = reference.compile_program(case.source)
+    ops = {n.op for n in program.graph.nodes}
+    for function in program.functions.values():
+        for instance in function.instances.values():
+            ops |= {n.op for n in instance.graph.nodes}
+    rules: set[str] = set()
+
+    def visit(statements):
+        for s in statements:
+            if isinstance(s, Loop):
+                ops.add("range")
+                visit(s.body)
+            elif isinstance(s, Define) and s.expansion:
+                ops.add("gradient")
+                rules.update(rule_key(v.node) for v in s.expansion.visits
+                             if rule_key(v.node) in RULE_TABLE)
+            elif not isinstance(s, Define):
+                ops.add("store")
+    visit(program.statements)
+    return ops, rules
+
+
+def test_generators_reach_every_op_rule_and_rejection(figures):
+    started = time.perf_counter()
+    valid = _draw(programs(), 300) + _draw(differentiable_programs(), 300) + \
+        _draw(near_misses(), 100) + _draw(order_sensitive_gradients(), 30)
+    invalid = _draw(invalid_gradients(), 120)
+    op_counts, rule_counts = Counter(), Counter()
+    for case in valid:
+        ops, rules = _ops_and_rules(case)
+        op_counts.update(ops)
+        rule_counts.update(rules)
+    rejection_counts = Counter()
+    for case in invalid:
+        try:
+            reference.build(case.source)
+        except IRError as problem:
+            rejection_counts[problem.kind] += 1
+    every_op = set(SIGNATURES) | {"call", "gradient", "store", "range", "buffer", "const"}
+    assert not every_op - set(op_counts), f"never generated: {sorted(every_op - set(op_counts))}"
+    assert not set(RULE_TABLE) - set(rule_counts), \
+        f"rules never used: {sorted(set(RULE_TABLE) - set(rule_counts))}"
+    assert not set(RULES) - set(rejection_counts), \
+        f"rejections never made: {sorted(set(RULES) - set(rejection_counts))}"
+    elapsed = time.perf_counter() - started
+    figures(f"coverage over {len(valid)} valid and {len(invalid)} invalid cases "
+            f"({elapsed:.1f} s):")
+    figures("  ops: " + ", ".join(f"{op} {n}" for op, n in sorted(op_counts.items())))
+    figures("  rules: " + ", ".join(f"{r} {n}" for r, n in sorted(rule_counts.items())))
+    figures("  rejections: " + ", ".join(f"{r} {n}" for r, n in sorted(rejection_counts.items())))
+
+
+# --- shrinking --------------------------------------------------------------------------------
+
+
+def _reversed_fold(e, shares):
+    """The planted fault: shares summed in reversed arrival order."""
+    total = shares[-1]
+    for share in reversed(shares[:-1]):
+        total = e("add", total, share)
+    return total
+
+
+def _differs_under_reversed_fold(case) -> bool:
+    want = _runs_cleanly(case)
+    original = walk.left_fold
+    walk.left_fold = _reversed_fold
+    try:
+        got = _runs_cleanly(case)
+    finally:
+        walk.left_fold = original
+    return any(not cases.same_bits(want[k], got[k]) for k in want)
+
+
+def test_a_planted_fault_shrinks_to_a_small_program(figures):
+    """Reversing the fold changes the bits only with three or more order-sensitive shares, and
+    Hypothesis must shrink such a program to at most 8 statements."""
+    started = time.perf_counter()
+    shrunk = find(differentiable_programs(), _differs_under_reversed_fold,
+                  settings=settings(max_examples=2000, database=None, deadline=None,
+                                    derandomize=True,
+                                    suppress_health_check=list(HealthCheck)))
+    assert _differs_under_reversed_fold(shrunk)
+    figures(f"shrinking: the reversed-fold fault shrank to {shrunk.statements} statements in "
+            f"{time.perf_counter() - started:.1f} s:")
+    for line in shrunk.source.splitlines():
+        figures(f"    {line}")
+    assert shrunk.statements <= 8, shrunk.source
+
+
+def test_the_fault_is_invisible_without_order_sensitivity():
+    """The shrinking test's predicate is no tautology: a single share is not affected."""
+    case = next(iter(_draw(differentiable_programs(max_steps=1), 1)))
+    source = ("%a = buffer slot=0 dtype=f32 shape=[]\n%o = buffer slot=1 dtype=f32 shape=[]\n"
+              "%x = load %a\n%y = sin %x\n%g = gradient %y %x\nstore %o %g\n")
+    single = type(case)(source, {0: np.float32(0.5).reshape(()), 1: np.zeros((), np.float32)},
+                        None, "one share")
+    assert not _differs_under_reversed_fold(single)
+
+
+# --- buffers ------------------------------------------------------------------------------------
+
+
+def test_anything_buffers_reach_the_special_values():
+    source = "%a = buffer slot=0 dtype=f32 shape=[8]\n%b = buffer slot=1 dtype=i32 shape=[8]\n"
+    seen_f32, seen_i32 = set(), set()
+    for buffers in _draw(buffers_for(source), 200):
+        seen_f32 |= {int(b) for b in buffers[0].view(np.uint32)}
+        seen_i32 |= {int(v) for v in buffers[1]}
+    assert any(exact.is_nan(b) for b in seen_f32)
+    assert {0x00000000, 0x80000000, 0x7F800000, 0xFF800000} <= seen_f32
+    assert any(0 < b < 0x00800000 for b in seen_f32)  # a positive subnormal
+    assert {exact.I32_MIN, exact.I32_MAX} <= seen_i32
+
+
+def test_smooth_buffers_keep_their_distance():
+    source = ("%a = buffer slot=0 dtype=f32 shape=[4]\n%b = buffer slot=1 dtype=f32 shape=[4]\n"
+              "%x = load %a\n%y = load %b\n%m = max %x %y\n%r = recip %x\n"
+              "%i = cast %y dtype=i32\n")
+    for buffers in _draw(buffers_for(source, mode="smooth", min_kink_distance=0.01), 50):
+        x, y = buffers[0].astype(np.float64), buffers[1].astype(np.float64)
+        assert np.all(np.abs(x - y) >= 0.01) and np.all(np.abs(x) >= 0.01)
+        assert np.all(np.abs(y - np.round(y)) >= 0.01)
+        assert kink_distance(source, buffers) >= 0.01
+
+
+def test_cases_per_second(figures):
+    """The figures for the closing note: cases each strategy draws and builds per second."""
+    for name, strategy in [("programs", programs()), ("exact_programs", exact_programs()),
+                           ("differentiable_programs", differentiable_programs()),
+                           ("order_sensitive_gradients", order_sensitive_gradients()),
+                           ("invalid_gradients", invalid_gradients()),
+                           ("near_misses", near_misses())]:
+        started = time.perf_counter()
+        drawn = _draw(strategy, 100)
+        for case in drawn:
+            try:
+                reference.build(case.source)
+            except IRError:
+                assert case.expect_error is not None
+        rate = len(drawn) / (time.perf_counter() - started)
+        figures(f"speed: {name}: {rate:.0f} cases drawn and built per second")
+        assert drawn
