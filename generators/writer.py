@@ -45,7 +45,7 @@ class Val:
     dirty: bool = False
     ranged: bool = False
     literal: bool = False
-    is_load: bool = False
+    is_load: bool = False  # a load of an input buffer: its bits are the caller's
     maybe_literal: bool = False  # a scalar gradient result can be the literal 1.0 or 0.0
     positive: bool = False  # > 0 at every input: recip, log2 and sqrt may take it
 

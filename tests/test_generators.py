@@ -10,6 +10,7 @@ from collections import Counter
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, Phase, find, given, settings
+from hypothesis import strategies as st
 
 import reference
 from generators import (
@@ -22,7 +23,8 @@ from generators import (
     order_sensitive_gradients,
     programs,
 )
-from generators.strategies import arrival_order
+from generators.strategies import _bitcast, arrival_order
+from generators.writer import Writer
 from reference import cases, exact
 from reference import gradient as walk
 from reference.build import Define, Loop
@@ -263,3 +265,41 @@ def test_cases_per_second(figures):
         rate = len(drawn) / (time.perf_counter() - started)
         figures(f"speed: {name}: {rate:.0f} cases drawn and built per second")
         assert drawn
+
+
+@checked
+@given(programs())
+def test_programs_bitcast_to_i32_only_loaded_values(case):
+    """SPEC.md, "NaN": an arithmetic NaN's payload is unspecified, so no generated program
+    makes an i32 of one. Every f32 -> i32 bitcast takes a load."""
+    stored = {line.split()[1] for line in case.source.splitlines()
+              if line.strip().startswith("store")}
+    loads = set()
+    for line in case.source.splitlines():
+        words = line.split()
+        if len(words) >= 4 and words[2] == "load" and words[3] not in stored:
+            loads.add(words[0])
+        if len(words) >= 5 and words[2] == "bitcast" and words[-1] == "dtype=i32":
+            operand = words[3]
+            assert operand in loads or not operand.startswith("%"), line
+
+
+@st.composite
+def _bitcasts_beside_arithmetic(draw):
+    """A writer whose pool holds a load and a computed value, then a few bitcast steps."""
+    w = Writer(draw)
+    x = w.input("f32", ())
+    w.value("add", [x, x], "f32", ())
+    for _ in range(4):
+        _bitcast(w, ())
+    return w
+
+
+@checked
+@given(_bitcasts_beside_arithmetic())
+def test_bitcast_to_i32_never_takes_a_computed_value(w):
+    loads = {v.text for v in w.pool if v.is_load}
+    for line in w.body:
+        words = line.split()
+        if "bitcast" in words and words[-1] == "dtype=i32":
+            assert words[3] in loads, line
