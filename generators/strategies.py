@@ -54,32 +54,24 @@ def _f32_unary(w: Writer, base) -> None:
             [w.pick("f32", shape, literal_ok=shape == (), recent=True)], "f32", shape)
 
 
-def _i32_step(menu):
+def _binary_step(dtype: str, menu: tuple[str, ...], result: str | None = None):
+    """A step writing one op of `menu` on two `dtype` values of one shape."""
     def step(w: Writer, base) -> None:
         ops = _allowed(w, menu)
         if not ops:
             return
         op = w.draw(st.sampled_from(ops))
-        shape = w.choose_shape("i32", base)
-        a = w.pick("i32", shape, literal_ok=shape == ())
-        w.value(op, [a, w.pick("i32", shape)], "i32", shape)
-    step.__name__ = f"_i32_{menu[0]}"
+        shape = w.choose_shape(dtype, base)
+        a = w.pick(dtype, shape, literal_ok=shape == ())
+        w.value(op, [a, w.pick(dtype, shape)], result or dtype, shape)
+    step.__name__ = f"_{dtype}_{menu[0]}"
     return step
 
 
-_i32_arithmetic = _i32_step(I32_ARITHMETIC)
-_i32_division = _i32_step(I32_DIVISION)  # C semantics: truncation, signs, zero, -2^31 / -1
-_i32_bits = _i32_step(I32_BITS)
-
-
-def _bool_binary(w: Writer, base) -> None:
-    ops = _allowed(w, ("and", "or", "xor", "cmpne"))
-    if not ops:
-        return
-    op = w.draw(st.sampled_from(ops))
-    shape = w.choose_shape("bool", base)
-    a = w.pick("bool", shape, literal_ok=shape == ())
-    w.value(op, [a, w.pick("bool", shape)], "bool", shape)
+_i32_arithmetic = _binary_step("i32", I32_ARITHMETIC)
+_i32_division = _binary_step("i32", I32_DIVISION)  # C semantics: signs, zero, -2^31 / -1
+_i32_bits = _binary_step("i32", I32_BITS)
+_bool_binary = _binary_step("bool", ("and", "or", "xor", "cmpne"))
 
 
 def _compare(w: Writer, base) -> Val | None:

@@ -51,27 +51,19 @@ def _count(request) -> int:
     return SLOW_COUNT if request.config.getoption("--slow") else DEFAULT_COUNT
 
 
-@pytest.mark.parametrize("name", sorted(UNARY))
-def test_unary_ops_are_correctly_rounded(name, request, figures):
-    ours, theirs = UNARY[name]
-    rng = random.Random(f"unary-{name}")
+@pytest.mark.parametrize("name", sorted(UNARY) + sorted(BINARY))
+def test_ops_are_correctly_rounded(name, request, figures):
+    ours, theirs = UNARY.get(name) or BINARY[name]
+    rng = random.Random(f"rounding-{name}")
     count = _count(request)
     for _ in range(count):
-        a = _pattern(rng, name)
-        _agree(name, ours(a), theirs(a), a)
-    figures(f"rounding: {name}: {count} bit patterns agree with the independent routine")
-
-
-@pytest.mark.parametrize("name", sorted(BINARY))
-def test_binary_ops_are_correctly_rounded(name, request, figures):
-    ours, theirs = BINARY[name]
-    rng = random.Random(f"binary-{name}")
-    count = _count(request)
-    for _ in range(count):
-        a = _pattern(rng, name)
-        b = _neighbour(rng, a) if rng.random() < 0.5 else _pattern(rng, name)
-        _agree(name, ours(a, b), theirs(a, b), a, b)
-    figures(f"rounding: {name}: {count} pairs of bit patterns agree with the independent routine")
+        operands = [_pattern(rng, name)]
+        if name in BINARY:
+            a = operands[0]
+            operands.append(_neighbour(rng, a) if rng.random() < 0.5 else _pattern(rng, name))
+        _agree(name, ours(*operands), theirs(*operands), *operands)
+    what = "bit patterns" if name in UNARY else "pairs of bit patterns"
+    figures(f"rounding: {name}: {count} {what} agree with the independent routine")
 
 
 F = exact.f32_from_text
