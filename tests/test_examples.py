@@ -33,6 +33,23 @@ def test_cases_cover_every_rejection_rule():
     assert not missing, f"no case file expects {sorted(missing)}"
 
 
+def test_cases_cover_every_op():
+    """Each op of the signature table, and call, range, gradient and store, appears in the
+    graph of some valid case file."""
+    from reference.graph import SIGNATURES
+    seen = set()
+    for path in OWN:
+        case = cases.load_case(path)
+        if case.error:
+            continue
+        program = reference.compile_program(case.source)
+        seen |= {n.op for n in program.graph.nodes}
+        seen |= {type(s).__name__ for s in program.statements}
+    wanted = set(SIGNATURES) | {"call", "range", "Store", "Loop"}
+    missing = wanted - seen
+    assert not missing, f"no case file uses {sorted(missing)}"
+
+
 def test_cases_cover_every_gradient_rule():
     """Each row of the rules table is used by the expansion of some case file."""
     from reference.rules import RULES, rule_key
