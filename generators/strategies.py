@@ -146,8 +146,7 @@ def _reduce(w: Writer, base) -> None:
     else:
         out = tuple(1 if k in axes else d for k, d in enumerate(shape))
         attrs = f"op={op} axis={shape_text(axes)}"
-    w.value("reduce", [a], dtype, out, attrs=attrs, no_rule=op == "mul",
-            feature="reduce" if op != "mul" else "reduce_mul")
+    w.value("reduce", [a], dtype, out, attrs=attrs, no_rule=op == "mul")
 
 
 def _expand(w: Writer, base) -> None:
@@ -341,7 +340,6 @@ def _loop(w: Writer, base) -> None:
     out = w.buffer("f32", (count,), "out")
     counter = w.fresh("i")
     w.line(f"{counter} = range {count}")
-    w.features.add("range")
     saved = len(w.pool)
     outer = w.enter()
     i = Val(counter, "i32", (), ranged=True)
@@ -720,7 +718,6 @@ def invalid_gradients(draw, *, rules=errors.RULES, max_noise: int = 3) -> Case:
     if y is not None:
         name = w.fresh("g")
         w.line(f"{name} = gradient {y.text} {target.text}")
-        w.features.add("gradient")
     source = w.source()
     buffers = draw(buffers_for(source, mode="anything"))
     return Case(source, buffers, rule, f"invalid [{rule}]: {how}", features=features_of(source))
@@ -735,8 +732,7 @@ def _reduce_mul_off_path(w, base, x, other):
         source = w.value("cast", [k], "f32", x.shape, attrs="dtype=f32")
     else:
         source = other
-    p = w.value("reduce", [source], "f32", (), attrs="op=mul", no_rule=True,
-                feature="reduce_mul")
+    p = w.value("reduce", [source], "f32", (), attrs="op=mul", no_rule=True)
     return w.value("add", [w.loss(w.value("mul", [x, x], "f32", x.shape)), p], "f32", ()), x, \
         f"a reduce op=mul {kind}"
 
@@ -796,12 +792,11 @@ def _gradient_in_loop(w, base, x, other):
     else:
         w.line(f"  store {out} {g} {i}")
     w.line(f"end {i}")
-    w.features |= {"range", "gradient"}
     return None, None, "a gradient inside a loop that depends on nothing of the loop"
 
 
 def _x_without_rule(w, base, x, other):
-    p = w.value("reduce", [x], "f32", (), attrs="op=mul", no_rule=True, feature="reduce_mul")
+    p = w.value("reduce", [x], "f32", (), attrs="op=mul", no_rule=True)
     y = w.value("mul", [p, p], "f32", ())
     return y, p, "x is a reduce op=mul node: the walk stops at x"
 

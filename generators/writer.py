@@ -10,7 +10,6 @@ the earliest values and the first literals.
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -62,7 +61,6 @@ class Writer:
         self.depth = 0
         self._names = itertools.count()
         self._slots = itertools.count()
-        self.features: set[str] = set()
         self.functions: list[str] = []
         self.inputs: dict[tuple[str, tuple[int, ...]], str] = {}  # (dtype, shape) -> buffer
         self.gradients = 0
@@ -97,11 +95,10 @@ class Writer:
 
     def value(self, op: str, operands: list[Val], dtype: str, shape: tuple[int, ...], *,
               attrs: str = "", carry: list[Val] | None = None, no_rule: bool = False,
-              ranged: bool = False, feature: str | None = None) -> Val:
+              ranged: bool = False) -> Val:
         """Write `%v = op operands attrs` and add it to the pool. `carry`: the operands a
         gradient passes through (default: all); `no_rule`: the op has no gradient rule."""
         text = " ".join([op, *(o.text for o in operands)]) + (f" {attrs}" if attrs else "")
-        self.features.add(feature or op)
         self.used.update(o.text for o in operands)
         if (self.scope, text) in self.written:
             return self.written[(self.scope, text)]
@@ -141,7 +138,6 @@ class Writer:
         self.inputs[(dtype, shape)] = self.buffer(dtype, shape, "in")
         name = self.fresh("x")
         self.line(f"{name} = load {self.inputs[(dtype, shape)]}")
-        self.features.add("load")
         v = Val(name, dtype, shape, {name: False} if dtype == "f32" else {},
                 ranged=self.depth > 0, is_load=True)
         self.pool.append(v)
@@ -181,7 +177,6 @@ class Writer:
         """Store a value into a new output buffer of its dtype and shape."""
         out = self.buffer(value.dtype, value.shape, stem)
         self.line(f"store {out} {value.text}")
-        self.features.add("store")
         self.used.add(value.text)
 
     def sinks(self) -> list[Val]:
@@ -213,9 +208,6 @@ class Writer:
         name = self.fresh("g")
         self.line(f"{name} = {text}")
         self.used.update((y.text, x.text))
-        self.features.add("gradient")
-        if x.text.startswith("%g") or any(u.startswith("%g") for u in y.reach):
-            self.features.add("higher_order")
         self.gradients += 1
         reach = {u: y.dirty or x.dirty for u in y.reach if u != y.text}
         reach[name] = False
@@ -224,10 +216,6 @@ class Writer:
         self.pool.append(g)
         self.written[(self.scope, text)] = g
         return g
-
-
-def element_count(shape: tuple[int, ...]) -> int:
-    return math.prod(shape)
 
 
 def features_of(source: str) -> frozenset[str]:

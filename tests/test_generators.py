@@ -303,3 +303,15 @@ def test_bitcast_to_i32_never_takes_a_computed_value(w):
         words = line.split()
         if "bitcast" in words and words[-1] == "dtype=i32":
             assert words[3] in loads, line
+
+
+def test_features_name_higher_order_and_reduce_mul():
+    from generators.writer import features_of
+    head = "%a = buffer slot=0 dtype=f32 shape=[2]\n%x = load %a\n%s = reduce %x op=add\n"
+    first = features_of(head + "%g = gradient %s %x\n")
+    assert "gradient" in first and "higher_order" not in first
+    chained = features_of(head + "%g = gradient %s %x\n%t = reduce %g op=add\n"
+                          "%h = gradient %t %x\n")
+    assert "higher_order" in chained
+    product = features_of(head + "%p = reduce %x op=mul\n")
+    assert "reduce_mul" in product and "reduce" in product
