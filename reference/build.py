@@ -392,8 +392,13 @@ class _Builder:
                                      "'return %value', as its last statement")
             elif not s.target:
                 raise BuildError(s.line, s.op, f"a {s.op} statement needs a name")
-            if s.op == "call" and s.operands and s.operands[0].text in self.functions:
-                depth = max(depth, 1 + self.functions[s.operands[0].text].depth)
+            if s.op == "call" and s.operands and s.operands[0].kind == "func":
+                callee = s.operands[0].text
+                if callee not in self.functions:
+                    raise BuildError(s.line, callee, f"{name} calls {callee}, which is not "
+                                     "defined before it: a body calls only functions defined "
+                                     "before it, so there is no recursion")
+                depth = max(depth, 1 + self.functions[callee].depth)
         if not body or body[-1].op != "return":
             raise BuildError(statements[-1].line, "end", f"the body of {name} must end with "
                              "'return %value'")

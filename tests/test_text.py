@@ -66,6 +66,32 @@ def test_unbalanced_blocks_raise_only_irerror(lines):
     _build_raises_only_irerror("\n".join(lines))
 
 
+@st.composite
+def _function_programs(draw):
+    """Programs of def blocks (mostly valid bodies that call any function, themselves
+    included) and top-level calls: recursion, calls of later functions, arity mismatches."""
+    lines = []
+    for name in draw(st.lists(st.sampled_from(["@f", "@g"]), min_size=1, max_size=3)):
+        lines.append(f"def {name} %a")
+        lines.append(draw(st.sampled_from(["  %b = call @f %a", "  %b = call @g %a",
+                                           "  %b = mul %a %a", "  %b = call @f %a %a"])))
+        if draw(st.booleans()):
+            lines.append(draw(st.sampled_from(["  %c = call @g %b", "  %c = gradient %b %a"])))
+        lines += ["  return %b", f"end {name}"]
+    lines += ["%i = buffer slot=0 dtype=f32 shape=[]", "%x = load %i"]
+    lines += draw(st.lists(st.sampled_from(["%y = call @f %x", "%z = call @g %x",
+                                             "%w = call @f 1", "%v = call @g %x %x"]),
+                           min_size=1, max_size=3, unique=True))
+    return "\n".join(lines)
+
+
+@settings(max_examples=500)
+@given(_function_programs())
+def test_random_function_shapes_raise_only_irerror(text):
+    """Text-level fuzzing seldom forms a whole def; these are whole defs and calls."""
+    _build_raises_only_irerror(text)
+
+
 @pytest.mark.parametrize("text", [
     "%x = add " + "1.0 " * 20000,  # a very long line
     "\n".join(f"%i{k} = range 1" for k in range(200)),  # nesting past the limit
