@@ -58,7 +58,7 @@ def _binary_step(dtype: str, menu: tuple[str, ...], result: str | None = None):
     """A step writing one op of `menu` on two `dtype` values of one shape."""
     def step(w: Writer, base) -> None:
         ops = _allowed(w, menu)
-        if not ops:
+        if not ops or dtype not in w.dtypes or (result or dtype) not in w.dtypes:
             return
         op = w.draw(st.sampled_from(ops))
         shape = w.choose_shape(dtype, base)
@@ -79,16 +79,18 @@ def _compare(w: Writer, base) -> Val | None:
     if not ops:
         return None
     op = w.draw(st.sampled_from(ops))
-    dtype = w.draw(st.sampled_from(("f32", "i32")))
+    dtype = w.dtype("f32", "i32")
+    if dtype is None or "bool" not in w.dtypes:
+        return None
     shape = w.choose_shape(dtype, base)
     a = w.pick(dtype, shape, literal_ok=shape == ())
     return w.value(op, [a, w.pick(dtype, shape, where=lambda v: v is not a)], "bool", shape)
 
 
 def _where(w: Writer, base) -> None:
-    if "where" in w.exclude:
+    if "where" in w.exclude or "bool" not in w.dtypes:
         return
-    dtype = w.draw(st.sampled_from(("f32", "i32", "bool")))
+    dtype = w.dtype("f32", "i32", "bool")
     shape = w.choose_shape(dtype, base)
     conditions = [v for v in w.pool if v.dtype == "bool" and v.shape == shape]
     c = w.draw(st.sampled_from(conditions)) if conditions else None
@@ -112,15 +114,15 @@ def _compare_of_shape(w: Writer, shape) -> Val | None:
 def _cast(w: Writer, base) -> None:
     if "cast" in w.exclude:
         return
-    source = w.draw(st.sampled_from(("f32", "i32", "bool")))
-    target = w.draw(st.sampled_from(("f32", "i32", "bool")))
+    source = w.dtype("f32", "i32", "bool")
+    target = w.dtype("f32", "i32", "bool")
     shape = w.choose_shape(source, base)
     a = w.pick(source, shape, literal_ok=shape == (), recent=True)
     w.value("cast", [a], target, shape, attrs=f"dtype={target}")
 
 
 def _bitcast(w: Writer, base) -> None:
-    if "bitcast" in w.exclude:
+    if "bitcast" in w.exclude or "i32" not in w.dtypes:
         return
     source, target = w.draw(st.sampled_from((("f32", "i32"), ("i32", "f32"), ("f32", "f32"))))
     shape = w.choose_shape(source, base)
@@ -134,7 +136,9 @@ def _bitcast(w: Writer, base) -> None:
 def _reduce(w: Writer, base) -> None:
     if "reduce" in w.exclude:
         return
-    dtype = w.draw(st.sampled_from(w.dtypes))
+    dtype = w.dtype("f32", "i32")
+    if dtype is None:
+        return
     op = w.draw(st.sampled_from(("add", "max", "mul")))
     shape = w.choose_shape(dtype, base)
     a = w.pick(dtype, shape, literal_ok=shape == (), recent=True)
@@ -153,7 +157,9 @@ def _expand(w: Writer, base) -> None:
     """A scalar or a value with size-1 dims, expanded to the base shape."""
     if "expand" in w.exclude or not base:
         return
-    dtype = w.draw(st.sampled_from(w.dtypes))
+    dtype = w.dtype("f32", "i32")
+    if dtype is None:
+        return
     sources = [v for v in w.pool if v.dtype == dtype and (
         v.shape == () or (len(v.shape) == len(base) and all(
             d in (1, b) for d, b in zip(v.shape, base, strict=True))))]
@@ -164,7 +170,9 @@ def _expand(w: Writer, base) -> None:
 def _reshape(w: Writer, base) -> None:
     if "reshape" in w.exclude:
         return
-    dtype = w.draw(st.sampled_from(w.dtypes))
+    dtype = w.dtype("f32", "i32")
+    if dtype is None:
+        return
     shape = w.choose_shape(dtype, base)
     size = int(np.prod(shape))
     targets = [s for s in {(size,), base, (1, size)} if int(np.prod(s)) == size]
@@ -185,7 +193,9 @@ def _detach(w: Writer, base) -> None:
 
 
 def _load_element(w: Writer, base) -> None:
-    dtype = w.draw(st.sampled_from(("f32", "i32")))
+    dtype = w.dtype("f32", "i32")
+    if dtype is None:
+        return
     shape = base or (1,)
     if (dtype, shape) not in w.inputs:
         w.input(dtype, shape)
@@ -204,7 +214,9 @@ def _load_element(w: Writer, base) -> None:
 def _memory(w: Writer, base) -> None:
     """Store a value and load it back: the load depends on the value through memory, which
     no gradient goes through."""
-    dtype = w.draw(st.sampled_from(("f32", "i32")))
+    dtype = w.dtype("f32", "i32")
+    if dtype is None:
+        return
     shape = w.choose_shape(dtype, base)
     v = w.pick(dtype, shape, literal_ok=False)
     scratch = w.buffer(dtype, shape, "mem")
@@ -236,7 +248,9 @@ def _call(w: Writer, base) -> None:
         w.defs += body
         w.functions.append(name)
     function = w.draw(st.sampled_from(w.functions))
-    dtype = w.draw(st.sampled_from(("f32", "i32")))
+    dtype = w.dtype("f32", "i32")
+    if dtype is None:
+        return
     shape = w.choose_shape(dtype, base)
     a = w.pick(dtype, shape, literal_ok=shape == ())
     b = w.pick(dtype, shape, literal_ok=shape == ())  # a parameter never broadcasts
@@ -304,6 +318,16 @@ def _smooth_unary(w: Writer, base, menu) -> None:
 
 
 
+def _dead_end(w: Writer, base) -> None:
+    """cast (cast a dtype=i32) dtype=f32: a path through i32, which carries no gradient."""
+    if "cast" in w.exclude:
+        return
+    shape = w.choose_shape("f32", base)
+    a = w.pick("f32", shape, literal_ok=False, recent=True)
+    i = w.value("cast", [a], "i32", shape, attrs="dtype=i32")
+    w.value("cast", [i], "f32", shape, attrs="dtype=f32")
+
+
 def _bitcast_f32(w: Writer, base) -> None:
     """bitcast f32 -> f32: the identity, through which a gradient passes."""
     if "bitcast" in w.exclude:
@@ -368,7 +392,7 @@ PROGRAM_STEPS = (_f32_binary, _f32_unary, _detach, _reduce, _expand, _reshape, _
 _smooth_periodic = _smooth_unary_step(("sin", "exp2"))
 _smooth_positive = _smooth_unary_step(("recip", "log2", "sqrt"))
 DIFFERENTIABLE_STEPS = (_reuse, _f32_binary, _smooth_periodic, _smooth_positive, _detach,
-                        _reduce, _expand, _reshape, _where, _cast, _bitcast_f32)
+                        _reduce, _expand, _reshape, _where, _cast, _dead_end, _bitcast_f32)
 
 
 # --- whole programs ---------------------------------------------------------------------------
@@ -389,11 +413,14 @@ def _step(draw, w: Writer, steps, base, forced: bool) -> bool:
 
 
 def _write(draw, *, steps, min_steps, max_steps, exclude, min_gradients, store_values,
-           reached_only: bool = False, inputs: int = 0) -> Writer:
+           reached_only: bool = False, inputs: int = 0, shapes=SHAPES,
+           dtypes=("f32", "i32", "bool")) -> Writer:
+    assert "f32" in dtypes, "every program computes in f32"
     w = Writer(draw, exclude=frozenset(exclude))
-    base = draw(st.sampled_from(SHAPES))
-    if reached_only:
-        w.dtypes = ("f32",)
+    base = draw(st.sampled_from(list(shapes)))
+    w.base = base
+    # Differentiable programs compute in f32; bools are their conditions.
+    w.dtypes = ("f32", "bool") if reached_only else tuple(dtypes)
     for _ in range(inputs):
         w.input("f32", base)
     for k in range(max_steps):
@@ -426,29 +453,34 @@ def _case(draw, w: Writer, *, mode: str, expect_error=None, description: str,
 
 @st.composite
 def programs(draw, *, min_steps: int = 1, max_steps: int = 12, exclude=frozenset(),
-             inputs: str = "anything") -> Case:
+             shapes=SHAPES, dtypes=("f32", "i32", "bool"), inputs: str = "anything") -> Case:
     """Valid programs that mix every op of the IR: f32, i32 and bool; shapes from scalars to
     rank 3; shared literals; loads and stores with and without indices; ranges (nested);
     def/call; detach; several gradients; gradients of gradients. `exclude` names ops (or
-    `higher_order`) never to use. Shrinks towards fewer steps, the simplest kinds of step
-    (f32 add first), scalars, and the earliest values."""
+    `higher_order`) never to use; `shapes` are the base shapes to draw from (reductions make
+    others); `dtypes` the dtypes values may have (f32 always; range counters and indices are
+    i32 regardless). Shrinks towards fewer steps, the simplest kinds of step (f32 mul
+    first), the first shape, and the earliest values."""
     w = _write(draw, steps=PROGRAM_STEPS, min_steps=min_steps, max_steps=max_steps,
-               exclude=exclude, min_gradients=0, store_values=True)
+               exclude=exclude, min_gradients=0, store_values=True, shapes=shapes,
+               dtypes=dtypes)
     return _case(draw, w, mode=inputs, description=_describe("program", w))
 
 
 @st.composite
 def exact_programs(draw, *, min_steps: int = 1, max_steps: int = 12, exclude=frozenset(),
-                   inputs: str = "anything") -> Case:
+                   shapes=SHAPES, dtypes=("f32", "i32", "bool"), inputs: str = "anything"
+                   ) -> Case:
     """programs() without exp2, log2 and sin: what an implementation that rounds only the IEEE
     basic operations correctly must still get right bit for bit. Shrinks as programs()."""
     return draw(programs(min_steps=min_steps, max_steps=max_steps,
-                         exclude=frozenset(exclude) | TRANSCENDENTAL, inputs=inputs))
+                         exclude=frozenset(exclude) | TRANSCENDENTAL, shapes=shapes,
+                         dtypes=dtypes, inputs=inputs))
 
 
 @st.composite
 def differentiable_programs(draw, *, min_steps: int = 1, max_steps: int = 10,
-                            min_gradients: int = 1, exclude=frozenset(),
+                            min_gradients: int = 1, exclude=frozenset(), shapes=SHAPES,
                             inputs: str = "smooth", store_values: bool | None = None) -> Case:
     """A scalar f32 loss and one or more gradients against loads or intermediate nodes, in
     DAGs where values are reused (beside their own detach too), with inputs kept away from
@@ -460,7 +492,7 @@ def differentiable_programs(draw, *, min_steps: int = 1, max_steps: int = 10,
     keep = draw(st.booleans()) if store_values is None else store_values
     w = _write(draw, steps=DIFFERENTIABLE_STEPS, min_steps=min_steps, max_steps=max_steps,
                exclude=exclude, min_gradients=min_gradients, store_values=keep,
-               reached_only=True, inputs=draw(st.integers(1, 2)))
+               reached_only=True, inputs=1, shapes=shapes)
     assume(w.gradients >= min_gradients)
     return _case(draw, w, mode=inputs, description=_describe("differentiable program", w),
                  f32_values=values)

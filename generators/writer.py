@@ -53,7 +53,8 @@ class Writer:
     def __init__(self, draw: Callable, *, exclude: frozenset[str] = frozenset(),
                  prune: bool = True):
         self.draw, self.exclude, self.prune = draw, exclude, prune
-        self.dtypes = ("f32", "i32")  # what reduce, expand and reshape steps may draw
+        self.dtypes: tuple[str, ...] = ("f32", "i32", "bool")  # what steps may draw
+        self.base: tuple[int, ...] | None = None  # the shape of new inputs (None: any)
         self.decls: list[str] = []
         self.defs: list[str] = []
         self.body: list[str] = []
@@ -151,8 +152,13 @@ class Writer:
         found = [v for v in self.pool if v.dtype == dtype and v.shape == shape and where(v)]
         if recent:
             found.reverse()
-        # A new input only while few values fit: otherwise programs fall apart into islands.
-        extra = (["literal"] if literal_ok else []) + (["input"] if len(found) < 2 else [])
+        # A new input only while few values fit (otherwise programs fall apart into islands),
+        # and only of the base shape: other shapes come from reductions and reshapes.
+        new_input = len(found) < 2 and self.base in (None, shape)
+        extra = (["literal"] if literal_ok else []) + (["input"] if new_input else [])
+        if not found and not extra:
+            return self.value("expand", [self.literal(dtype)], dtype, shape,
+                              attrs=f"shape={shape_text(shape)}")
         k = self.draw(st.integers(0, len(found) + len(extra) - 1))
         if k < len(found):
             return found[k]
@@ -166,6 +172,11 @@ class Writer:
             if v.dtype == dtype and v.shape not in seen:
                 seen.append(v.shape)
         return seen
+
+    def dtype(self, *candidates: str) -> str | None:
+        """One of the candidate dtypes that the program may use, or None if none may."""
+        allowed = [d for d in candidates if d in self.dtypes]
+        return self.draw(st.sampled_from(allowed)) if allowed else None
 
     def choose_shape(self, dtype: str, base: tuple[int, ...]) -> tuple[int, ...]:
         shapes = self.shapes_in_pool(dtype)

@@ -315,3 +315,17 @@ def test_features_name_higher_order_and_reduce_mul():
     assert "higher_order" in chained
     product = features_of(head + "%p = reduce %x op=mul\n")
     assert "reduce_mul" in product and "reduce" in product
+
+
+@checked
+@given(programs(shapes=[(2, 2)], dtypes=("f32",), exclude={"range", "call", "reduce"}))
+def test_bounds_on_shapes_dtypes_and_ops_are_kept(case):
+    program = reference.compile_program(case.source)
+    assert {n.dtype for n in program.graph.nodes if n.op != "const"} <= {"f32"}
+    assert not {"range", "call", "reduce"} & case.features
+    stored = {line.split()[1] for line in case.source.splitlines()
+              if line.strip().startswith("store")}
+    for node in program.graph.nodes:  # the inputs: buffers the program only reads
+        if node.op == "buffer" and program.names[node] not in stored:
+            assert node.shape == (2, 2), case.source
+    _runs_cleanly(case)
