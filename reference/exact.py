@@ -6,9 +6,17 @@ part of the reference asks it.
 An f32 value travels as its raw 32-bit pattern (a Python int in [0, 2**32)), so that data
 movement (load, store, where, expand, bitcast) keeps every bit, NaN payloads included. An
 arithmetic op decodes its operands to Python floats (exact: binary32 is a subset of binary64),
-computes in MPFR with the binary32 format (precision 24, emin -148, emax 128, subnormals), and
-encodes the correctly rounded result. An i32 is a Python int in [-2**31, 2**31); a bool is a
-Python bool.
+computes the correctly rounded result, and encodes it. An i32 is a Python int in
+[-2**31, 2**31); a bool is a Python bool.
+
+Correct rounding has two backends with one interface, and the tests prove that they agree
+(tests/test_rounding.py):
+- `Mpfr`: MPFR through gmpy2 in the binary32 format (precision 24, emin -148, emax 128,
+  subnormalize). The reference uses it whenever gmpy2 is installed.
+- `Rational`: exact fractions for add, mul, recip, sqrt, literals and casts, rounded to binary32
+  by hand (ties to even, subnormals, overflow); exp2, log2 and sin evaluated by mpmath at 300
+  and 400 bits, which must round alike (Ziv's test). It needs no gmpy2, so the reference also
+  runs under a Python that has only numpy and mpmath.
 """
 
 from __future__ import annotations
@@ -16,12 +24,15 @@ from __future__ import annotations
 import math
 import re
 import struct
+from fractions import Fraction
 
-import gmpy2
 import numpy as np
+from mpmath.ctx_mp import MPContext
 
-# MPFR with exactly the binary32 format: precision 24, emin -148, emax 128, subnormalize.
-_IEEE32 = gmpy2.ieee(32)
+try:
+    import gmpy2
+except ImportError:  # the Rational backend serves; see the module docstring
+    gmpy2 = None
 
 QUIET_NAN = 0x7FC00000  # the NaN every arithmetic op of the reference returns
 POS_ZERO, NEG_ZERO = 0x00000000, 0x80000000
@@ -110,8 +121,7 @@ def f32_from_text(text: str) -> int:
         return NEG_INF if negative else POS_INF
     if magnitude < _MIN_DECIMAL_EXPONENT:
         return NEG_ZERO if negative else POS_ZERO
-    with gmpy2.context(_IEEE32):
-        return encode(float(gmpy2.mpfr(text)))
+    return BACKEND.from_decimal(text)
 
 
 def f32_to_text(bits: int) -> str:
@@ -140,50 +150,38 @@ def i32_from_text(text: str) -> int:
 def f32_from_dyadic(mantissa: int, exponent: int) -> int:
     """mantissa * 2**exponent, an exact real, rounded once to the nearest f32 (ties to even,
     subnormals, overflow to infinity): how a real-number result becomes an f32."""
-    with gmpy2.context(precision=max(abs(mantissa).bit_length(), 1) + 2, emin=-(10**9),
-                       emax=10**9):
-        value = gmpy2.mul_2exp(gmpy2.mpfr(mantissa), exponent)  # exact at this precision
-    with gmpy2.context(_IEEE32):
-        return encode(float(gmpy2.mpfr(value)))
+    return BACKEND.from_dyadic(mantissa, exponent)
 
 
 # --- f32 arithmetic: IEEE binary32, correctly rounded -----------------------------------------
 
 
-def _rounded(function, *operands: int) -> int:
-    """Apply an MPFR function to f32 operands in the binary32 context: one correct rounding."""
-    with gmpy2.context(_IEEE32):
-        result = function(*(gmpy2.mpfr(decode(b)) for b in operands))
-        return encode(float(result))
-
-
 def f32_add(a: int, b: int) -> int:
-    return _rounded(gmpy2.add, a, b)
+    return BACKEND.add(a, b)
 
 
 def f32_mul(a: int, b: int) -> int:
-    return _rounded(gmpy2.mul, a, b)
+    return BACKEND.mul(a, b)
 
 
 def f32_recip(a: int) -> int:
-    # MPFR gives 1/-0 = -inf and 1/+0 = +inf, as IEEE 754 division does.
-    return _rounded(lambda x: gmpy2.div(gmpy2.mpfr(1), x), a)
+    return BACKEND.recip(a)
 
 
 def f32_sqrt(a: int) -> int:
-    return _rounded(gmpy2.sqrt, a)
+    return BACKEND.sqrt(a)
 
 
 def f32_exp2(a: int) -> int:
-    return _rounded(gmpy2.exp2, a)
+    return BACKEND.exp2(a)
 
 
 def f32_log2(a: int) -> int:
-    return _rounded(gmpy2.log2, a)
+    return BACKEND.log2(a)
 
 
 def f32_sin(a: int) -> int:
-    return _rounded(gmpy2.sin, a)
+    return BACKEND.sin(a)
 
 
 def f32_max(a: int, b: int) -> int:
@@ -217,8 +215,7 @@ def f32_to_i32(a: int) -> int:
 
 
 def i32_to_f32(a: int) -> int:
-    with gmpy2.context(_IEEE32):
-        return encode(float(gmpy2.mpfr(a)))
+    return BACKEND.from_dyadic(a, 0)
 
 
 def f32_to_bool(a: int) -> bool:
@@ -290,3 +287,191 @@ def int_lt(a, b) -> bool:
 
 def int_ne(a, b) -> bool:
     return a != b
+
+
+# --- the two backends of correct rounding -------------------------------------------------------
+
+
+class Mpfr:
+    """MPFR in the binary32 format: one correct rounding per operation."""
+
+    name = "mpfr"
+
+    def __init__(self):
+        self.ieee32 = gmpy2.ieee(32)  # precision 24, emin -148, emax 128, subnormalize
+
+    def _rounded(self, function, *operands: int) -> int:
+        with gmpy2.context(self.ieee32):
+            return encode(float(function(*(gmpy2.mpfr(decode(b)) for b in operands))))
+
+    def add(self, a, b):
+        return self._rounded(gmpy2.add, a, b)
+
+    def mul(self, a, b):
+        return self._rounded(gmpy2.mul, a, b)
+
+    def recip(self, a):
+        # MPFR gives 1/-0 = -inf and 1/+0 = +inf, as IEEE 754 division does.
+        return self._rounded(lambda x: gmpy2.div(gmpy2.mpfr(1), x), a)
+
+    def sqrt(self, a):
+        return self._rounded(gmpy2.sqrt, a)
+
+    def exp2(self, a):
+        return self._rounded(gmpy2.exp2, a)
+
+    def log2(self, a):
+        return self._rounded(gmpy2.log2, a)
+
+    def sin(self, a):
+        return self._rounded(gmpy2.sin, a)
+
+    def from_decimal(self, text: str) -> int:
+        with gmpy2.context(self.ieee32):
+            return encode(float(gmpy2.mpfr(text)))
+
+    def from_dyadic(self, mantissa: int, exponent: int) -> int:
+        with gmpy2.context(precision=max(abs(mantissa).bit_length(), 1) + 2, emin=-(10**9),
+                           emax=10**9):
+            value = gmpy2.mul_2exp(gmpy2.mpfr(mantissa), exponent)  # exact at this precision
+        with gmpy2.context(self.ieee32):
+            return encode(float(gmpy2.mpfr(value)))
+
+
+class Rational:
+    """Correct rounding without MPFR: exact rationals rounded to binary32 by hand, and mpmath
+    for the transcendental functions (Ziv: two precisions must round alike)."""
+
+    name = "rational"
+
+    def __init__(self):
+        self.contexts = []
+        for bits in (300, 400):
+            context = MPContext()  # private: no global mpmath state
+            context.prec = bits
+            self.contexts.append(context)
+
+    @staticmethod
+    def round(q: Fraction, negative_zero: bool = False) -> int:
+        """The binary32 nearest to the rational q, ties to even, with subnormals and overflow
+        to infinity. A zero result takes q's sign (or `negative_zero` when q is exactly 0)."""
+        if q == 0:
+            return NEG_ZERO if negative_zero else POS_ZERO
+        sign = 0x80000000 if q < 0 else 0
+        a = abs(q)
+        e = a.numerator.bit_length() - a.denominator.bit_length()
+        if Fraction(2) ** e > a:
+            e -= 1  # now 2**e <= a < 2**(e+1)
+        quantum = Fraction(2) ** (max(e, -126) - 23)  # below 2**-126 the quantum stays 2**-149
+        n, rest = divmod(a, quantum)
+        n = int(n)
+        if rest * 2 > quantum or (rest * 2 == quantum and n % 2 == 1):
+            n += 1
+        if n * quantum >= 2**128:
+            return sign | POS_INF
+        return sign | encode(float(n * quantum))
+
+    def _transcendental(self, name: str, function, x: float) -> int:
+        """function(context, x) at 300 and 400 bits, each rounded to binary32: they agree
+        unless the value is within 2**-290 of a rounding boundary, which for f32 arguments
+        of exp2, log2 and sin does not happen (and would raise, never round wrongly)."""
+        results = []
+        for context in self.contexts:
+            sign, mantissa, exponent, _ = context.mpf(function(context, context.mpf(x)))._mpf_
+            results.append(self.round((-1) ** sign * Fraction(int(mantissa)) *
+                                      Fraction(2) ** int(exponent)))
+        if results[0] != results[1]:
+            raise ArithmeticError(f"{name}({x!r}) is too close to a rounding boundary to decide")
+        return results[0]
+
+    def add(self, a, b):
+        x, y = decode(a), decode(b)
+        if math.isnan(x) or math.isnan(y):
+            return QUIET_NAN
+        if math.isinf(x) or math.isinf(y):
+            if math.isinf(x) and math.isinf(y) and x != y:
+                return QUIET_NAN
+            return encode(x if math.isinf(x) else y)
+        both_negative = a & b & 0x80000000 and x == 0 and y == 0
+        return self.round(Fraction(x) + Fraction(y), negative_zero=bool(both_negative))
+
+    def mul(self, a, b):
+        x, y = decode(a), decode(b)
+        if math.isnan(x) or math.isnan(y):
+            return QUIET_NAN
+        negative = bool((a ^ b) & 0x80000000)
+        if math.isinf(x) or math.isinf(y):
+            return QUIET_NAN if x == 0 or y == 0 else (NEG_INF if negative else POS_INF)
+        return self.round(Fraction(x) * Fraction(y), negative_zero=negative)
+
+    def recip(self, a):
+        x = decode(a)
+        if math.isnan(x):
+            return QUIET_NAN
+        if x == 0:
+            return NEG_INF if a & 0x80000000 else POS_INF
+        if math.isinf(x):
+            return NEG_ZERO if x < 0 else POS_ZERO
+        return self.round(1 / Fraction(x))
+
+    def sqrt(self, a):
+        x = decode(a)
+        if math.isnan(x) or x < 0:
+            return QUIET_NAN
+        if x == 0 or math.isinf(x):
+            return a  # sqrt(+-0) = +-0, sqrt(inf) = inf
+        # x * 4**100 is an integer n (x >= 2**-149), and sqrt(x) = sqrt(n) / 2**100. If n is
+        # a square the root is exact. Otherwise it lies strictly between r and r + 1 (in
+        # units of 2**-100, r = isqrt(n)); every rounding boundary of an f32 result is a
+        # multiple of 2**-99, so none lies inside, and the midpoint rounds as the root does.
+        n = int(Fraction(x) * 4**100)
+        r = math.isqrt(n)
+        value = Fraction(r, 2**100) if r * r == n else Fraction(2 * r + 1, 2**101)
+        return self.round(value)
+
+    def exp2(self, a):
+        x = decode(a)
+        if math.isnan(x):
+            return QUIET_NAN
+        if math.isinf(x):
+            return POS_ZERO if x < 0 else POS_INF
+        if x >= 128:
+            return POS_INF
+        if x < -150:
+            return POS_ZERO  # below half the smallest subnormal
+        if x == int(x):
+            return self.round(Fraction(2) ** int(x))  # exact: ties are decided exactly
+        return self._transcendental("exp2", lambda c, v: c.power(2, v), x)
+
+    def log2(self, a):
+        x = decode(a)
+        if math.isnan(x) or x < 0:
+            return QUIET_NAN
+        if x == 0:
+            return NEG_INF
+        if math.isinf(x):
+            return POS_INF
+        mantissa, exponent = math.frexp(x)
+        if mantissa == 0.5:
+            return self.round(Fraction(exponent - 1))  # a power of two: an exact integer
+        return self._transcendental("log2", lambda c, v: c.log(v, 2), x)
+
+    def sin(self, a):
+        x = decode(a)
+        if math.isnan(x) or math.isinf(x):
+            return QUIET_NAN
+        if x == 0:
+            return a  # sin(+-0) = +-0
+        return self._transcendental("sin", lambda c, v: c.sin(v), x)
+
+    def from_decimal(self, text: str) -> int:
+        return self.round(Fraction(text), negative_zero=text.startswith("-"))
+
+    def from_dyadic(self, mantissa: int, exponent: int) -> int:
+        return self.round(Fraction(mantissa) * Fraction(2) ** exponent)
+
+
+BACKENDS = {"rational": Rational}
+if gmpy2 is not None:
+    BACKENDS["mpfr"] = Mpfr
+BACKEND = BACKENDS["mpfr" if gmpy2 is not None else "rational"]()
