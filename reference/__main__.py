@@ -3,6 +3,7 @@
     python -m reference run PROGRAM.ir [--in 0=1,2,3] [--bits] [--trace]
     python -m reference expand PROGRAM.ir [--trace]
     python -m reference check CASE.ir|FOLDER ...
+    python -m reference serve            (the JSON-lines protocol on stdin and stdout)
 
 Bad input is reported as `FILE:LINE: message` on stderr with exit status 1, never a traceback.
 """
@@ -35,7 +36,11 @@ def main(argv: list[str] | None = None) -> int:
     expand.add_argument("--trace", action="store_true", help="print each gradient's walk too")
     check = commands.add_parser("check", help="run case files against the reference")
     check.add_argument("paths", nargs="+")
+    commands.add_parser("serve", help="speak the JSON-lines protocol on stdin and stdout")
     args = parser.parse_args(argv)
+    if args.command == "serve":
+        from .serve import main as serve
+        return serve()
     try:
         return {"run": _run, "expand": _expand, "check": _check}[args.command](args)
     except IRError as problem:
