@@ -1,0 +1,1 @@
+"""Implementations of the IR bundled with the suite: `fast` (numpy float32)."""
