@@ -513,16 +513,34 @@ def stores_reaching(p):
 # --- gradient ---------------------------------------------------------------------------------
 
 
-def expand_gradient(p, y, x, scope, open_loops, deps, reaching):
-    g = p.g
+# Patch points: each is one decision of the spec, named, so that a seeded fault
+# (implementations/faults) can change exactly one.
+BLOCKING = ("detach", "buffer")  # nodes through which nothing depends on x
+
+
+def check_loss(y, mk):
     if y.op == "buffer" or y.dt != "f32" or y.sh != ():
         raise Invalid("[loss-not-f32-scalar]")
+    return y
+
+
+def check_x(x):
     if x.op == "buffer" or x.dt != "f32":
         raise Invalid("[x-not-f32]")
     if x.literal:
         raise Invalid("[x-literal]")
-    if deps(y) & open_loops or deps(x) & open_loops:
-        raise Invalid("[open-range]")
+
+
+def fold(shares, mk):
+    """A node's gradient: the left fold of its shares in arrival order."""
+    total = shares[0]
+    for s in shares[1:]:
+        total = mk("add", total, s)
+    return total
+
+
+def expand_gradient(p, y, x, scope, open_loops, deps, reaching):
+    g = p.g
 
     def f32(v):
         return g.lit("f32", np.float32(v), scope)
@@ -530,11 +548,16 @@ def expand_gradient(p, y, x, scope, open_loops, deps, reaching):
     def mk(name, /, *args, **at):
         return g.make(name, args, tuple((k, v) for k, v in at.items() if v is not None), scope)
 
+    y = check_loss(y, mk)
+    check_x(x)
+    if deps(y) & open_loops or deps(x) & open_loops:
+        raise Invalid("[open-range]")
+
     # Which nodes depend on x: search from x up through users (f32 edges, no detach, memory).
     edges, todo, seen = {}, [y], {y.id}
     while todo:
         n = todo.pop()
-        if n is x or n.dt != "f32" or n.op in ("detach", "buffer"):
+        if n is x or n.dt != "f32" or n.op in BLOCKING:
             continue
         ins = [a for a in n.args if a.dt == "f32" and a.op != "buffer"]
         if n.op == "load":
@@ -571,9 +594,7 @@ def expand_gradient(p, y, x, scope, open_loops, deps, reaching):
         got = shares.get(n.id)
         if not got:
             continue
-        grad = got[0]
-        for s in got[1:]:
-            grad = mk("add", grad, s)
+        grad = fold(got, mk)
         if n is x:
             result = grad
             continue

@@ -1,0 +1,115 @@
+"""The pytest plugin: `pytest conformance --impl=MODULE`. SPEC.md, "The conformance suite".
+
+Registered through the `pytest11` entry point (conformance/conftest.py stands in when the
+project is not installed). Inert unless `--impl` is given: the checks then skip, saying so.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import warnings
+
+import pytest
+from hypothesis import HealthCheck, Phase, settings
+
+from .implementation import load
+
+PROFILES = {
+    # Derandomized, so a CI run is repeatable; sized so the whole suite stays near a minute.
+    "ci": dict(max_examples=200, derandomize=True, deadline=None, database=None),
+    "dev": dict(max_examples=100, deadline=None),
+    "nightly": dict(max_examples=2000, deadline=None),
+}
+for _name, _values in PROFILES.items():
+    settings.register_profile(f"conformance-{_name}", suppress_health_check=list(HealthCheck),
+                              **_values)
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("conformance", "gradient conformance suite")
+    group.addoption("--impl", default=None, help="the implementation under test: reference, a "
+                    "module name, a path to a .py file, or cmd:'PROGRAM ARGS'")
+    group.addoption("--profile", default="ci", choices=sorted(PROFILES),
+                    help="ci (derandomized, about a minute), dev, or nightly (many examples)")
+    group.addoption("--max-examples", type=int, default=None,
+                    help="Hypothesis examples per check, overriding the profile")
+    group.addoption("--no-shrink", action="store_true",
+                    help="report failing cases as found, without shrinking them (faster "
+                    "against an implementation that hangs)")
+    group.addoption("--case-timeout", type=float, default=20.0,
+                    help="seconds an implementation may take to build or run one case")
+    group.addoption("--xfails-file", default=None, help="test ids expected to fail, one a line")
+    group.addoption("--skips-file", default=None, help="test ids to skip, one a line")
+
+
+def pytest_configure(config):
+    spec = config.getoption("--impl")
+    config.conformance_impl = None
+    if spec is None:
+        return
+    profile = config.getoption("--profile")
+    values = dict(PROFILES[profile])
+    if config.getoption("--max-examples"):
+        values["max_examples"] = config.getoption("--max-examples")
+    if config.getoption("--no-shrink"):
+        values["phases"] = [Phase.explicit, Phase.reuse, Phase.generate]
+    settings.register_profile("conformance-run", suppress_health_check=list(HealthCheck),
+                              **values)
+    settings.load_profile("conformance-run")
+    try:
+        config.conformance_impl = load(spec, timeout=config.getoption("--case-timeout"))
+    except Exception as problem:  # noqa: BLE001 - whatever the module raised while importing
+        raise pytest.UsageError(f"--impl={spec}: could not load it: "
+                                f"{type(problem).__name__}: {problem}") from None
+
+
+def pytest_unconfigure(config):
+    impl = getattr(config, "conformance_impl", None)
+    if impl is not None:
+        impl.close()
+
+
+def pytest_report_header(config):
+    impl = getattr(config, "conformance_impl", None)
+    if impl is None:
+        return None
+    return [f"implementation: {impl.label} ({impl.spec})",
+            f"capabilities: {impl.capabilities}",
+            f"profile: {config.getoption('--profile')}"]
+
+
+def pytest_generate_tests(metafunc):
+    """The implementation is a parameter, so its name stands in every test id."""
+    impl = getattr(metafunc.config, "conformance_impl", None)
+    if impl is None or "impl" not in metafunc.fixturenames or \
+            not metafunc.module.__name__.startswith("conformance."):
+        return  # inert: no --impl, or a test that is not one of the suite's
+    metafunc.parametrize("impl", [impl], ids=[impl.label.replace(" ", "-")], scope="session",
+                         indirect=True)
+
+
+def _ids(path: str | None) -> set[str]:
+    if not path:
+        return set()
+    lines = pathlib.Path(path).read_text().splitlines()
+    return {line.split("#")[0].strip() for line in lines if line.split("#")[0].strip()}
+
+
+def pytest_collection_modifyitems(config, items):
+    if getattr(config, "conformance_impl", None) is None:
+        return
+    xfails, skips = _ids(config.getoption("--xfails-file")), _ids(config.getoption("--skips-file"))
+    seen = set()
+    for item in items:
+        for wanted in (xfails, skips):
+            for test_id in wanted:
+                if item.nodeid == test_id or item.nodeid.endswith(test_id):
+                    seen.add(test_id)
+                    if wanted is skips:
+                        item.add_marker(pytest.mark.skip(reason="listed in --skips-file"))
+                    else:
+                        item.add_marker(pytest.mark.xfail(reason="listed in --xfails-file",
+                                                          strict=True))
+    for stale in sorted((xfails | skips) - seen):
+        warnings.warn(f"--xfails-file/--skips-file names {stale!r}, which is no test "
+                      "of this run: a stale id", pytest.PytestWarning, stacklevel=1)

@@ -1,0 +1,48 @@
+"""The worked examples and the project's own case files, through the implementation: detach,
+higher order, hash consing, loops, calls and i32 semantics each have cases that fail without
+them. Errors are matched by kind only: the wording is the reference's."""
+
+from __future__ import annotations
+
+import pathlib
+
+import pytest
+
+from reference import cases
+
+from .checks import TRANSCENDENTAL, declared, difference, expected
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+FOLDERS = [ROOT / "cases", ROOT.parent / "shared" / "spec" / "examples"]
+PATHS = cases.case_paths([f for f in FOLDERS if f.is_dir()])
+
+
+@pytest.mark.parametrize("path", PATHS, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_case_file(impl, path):
+    case = cases.load_case(path)
+    features = {s.op for s in _statements(case.source)}
+    if features & impl.unsupported():
+        pytest.skip(f"uses {sorted(features & impl.unsupported())}, unsupported")
+    if case.error is not None:
+        outcome = impl.build_only(case.source)
+        assert outcome.status == "rejected", f"expected a rejection ({case.error}), got " \
+            f"{outcome.status} {outcome.message}"
+        return
+    slots = declared(case.source)
+    buffers = cases.initial_buffers(case, slots)
+    got = impl.run_case(case.source, buffers, slots)
+    want = expected(case.source, buffers)
+    if case.run_error:
+        assert got.status == "run-error", f"expected a run-time error, got {got.status}"
+        return
+    ulps = max((impl.ulps(op) for op in features & TRANSCENDENTAL), default=0)
+    problem = difference(want, got, ulps=ulps)
+    assert problem is None, problem
+
+
+def _statements(source):
+    from reference.syntax import parse
+    try:
+        return parse(source)
+    except Exception:  # noqa: BLE001 - a case that does not parse has no features to skip on
+        return []
