@@ -12,6 +12,8 @@ from reference import cases, exact
 from .implementation import Implementation, Outcome
 
 TRANSCENDENTAL = frozenset({"exp2", "log2", "sin"})
+# Figures a check measured, printed at the end of the run: name -> text.
+SUMMARY: dict[str, str] = {}
 
 
 def declared(source: str) -> dict[int, tuple[str, tuple[int, ...]]]:

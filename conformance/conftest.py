@@ -14,6 +14,7 @@ if "conformance.plugin" not in sys.modules:
         pytest_configure,
         pytest_generate_tests,
         pytest_report_header,
+        pytest_terminal_summary,
         pytest_unconfigure,
     )
 

@@ -78,6 +78,16 @@ def pytest_report_header(config):
             f"profile: {config.getoption('--profile')}"]
 
 
+def pytest_terminal_summary(terminalreporter, config):
+    if getattr(config, "conformance_impl", None) is None:
+        return
+    from .checks import SUMMARY
+    if SUMMARY:
+        terminalreporter.section("conformance figures")
+        for line in SUMMARY.values():
+            terminalreporter.write_line(line)
+
+
 def pytest_generate_tests(metafunc):
     """The implementation is a parameter, so its name stands in every test id."""
     impl = getattr(metafunc.config, "conformance_impl", None)
@@ -103,7 +113,9 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         for wanted in (xfails, skips):
             for test_id in wanted:
-                if item.nodeid == test_id or item.nodeid.endswith(test_id):
+                # An id may name one implementation's test ([...] and all) or the test for any.
+                if item.nodeid == test_id or item.nodeid.startswith(test_id + "[") \
+                        or item.nodeid.endswith(test_id):
                     seen.add(test_id)
                     if wanted is skips:
                         item.add_marker(pytest.mark.skip(reason="listed in --skips-file"))

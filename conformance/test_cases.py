@@ -19,6 +19,13 @@ PATHS = cases.case_paths([f for f in FOLDERS if f.is_dir()])
 
 @pytest.mark.parametrize("path", PATHS, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_case_file(impl, path):
+    run_case_file(impl, path)
+
+
+def run_case_file(impl, path):
+    """One case file through the implementation: its expected rejection (by kind only), its
+    run-time error, or its outputs (bit for bit, or within the declared ulps where exp2, log2
+    or sin is used)."""
     case = cases.load_case(path)
     features = {s.op for s in _statements(case.source)}
     if features & impl.unsupported():

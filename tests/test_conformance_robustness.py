@@ -72,3 +72,44 @@ def test_a_crashing_or_junk_printing_command_is_reported(tmp_path):
     output = result.stdout + result.stderr
     assert result.returncode == 1, output[-2000:]
     assert "out of cheese" in output or "junk" in output
+
+
+def test_unsupported_features_are_never_generated_and_are_skipped_with_the_reason(tmp_path):
+    module = tmp_path / "partial.py"
+    module.write_text(textwrap.dedent("""
+        from implementations import fast
+
+        NAME = "partial"
+        CAPABILITIES = {"unsupported": ["range", "call", "bitcast", "higher_order"],
+                        "ulp": fast.CAPABILITIES["ulp"], "bit_exact_gradients": True}
+
+        def build(source):
+            code = " ".join(line.split("#")[0] for line in source.splitlines())
+            for word in ("range", "call", "bitcast"):  # it truly cannot do these
+                if f" {word} " in f" {code} ":
+                    raise NotImplementedError(word)
+            return fast.build(source)
+    """))
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "conformance", f"--impl={module}",
+         "--max-examples=30", "-v", "-rs", "-p", "no:cacheprovider"],
+        cwd=ROOT, capture_output=True, text=True, timeout=900)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-3000:]
+    assert "unsupported" in output and "skipped" in output.splitlines()[-1]
+    assert "implementation: partial" in output  # the name stands in the header
+    assert "[partial" in output  # and in every test id
+
+
+def test_skips_and_xfails_files_are_honoured_and_stale_ids_warned(tmp_path):
+    skips = tmp_path / "skips.txt"
+    skips.write_text("conformance/test_forward.py::test_exact_programs_bit_for_bit\n"
+                     "conformance/test_nothing.py::test_gone  # a stale id\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "conformance", "--impl=reference", "--max-examples=5",
+         f"--skips-file={skips}", "-q", "-rs", "-p", "no:cacheprovider", "-k", "forward"],
+        cwd=ROOT, capture_output=True, text=True, timeout=900)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-3000:]
+    assert "listed in --skips-file" in output
+    assert "test_nothing.py::test_gone" in output and "stale" in output
