@@ -133,10 +133,13 @@ def _bitcast(w: Writer, base) -> None:
     w.value("bitcast", [a], target, shape, attrs=f"dtype={target}")
 
 
+def _usable(w: Writer, op: str, *dtypes: str) -> str | None:
+    """A dtype for a step writing `op`, or None when the op is excluded or no dtype may be."""
+    return None if op in w.exclude else w.dtype(*dtypes)
+
+
 def _reduce(w: Writer, base) -> None:
-    if "reduce" in w.exclude:
-        return
-    dtype = w.dtype("f32", "i32")
+    dtype = _usable(w, "reduce", "f32", "i32")
     if dtype is None:
         return
     op = w.draw(st.sampled_from(("add", "max", "mul")))
@@ -155,10 +158,8 @@ def _reduce(w: Writer, base) -> None:
 
 def _expand(w: Writer, base) -> None:
     """A scalar or a value with size-1 dims, expanded to the base shape."""
-    if "expand" in w.exclude or not base:
-        return
-    dtype = w.dtype("f32", "i32")
-    if dtype is None:
+    dtype = _usable(w, "expand", "f32", "i32")
+    if dtype is None or not base:
         return
     sources = [v for v in w.pool if v.dtype == dtype and (
         v.shape == () or (len(v.shape) == len(base) and all(
@@ -168,9 +169,7 @@ def _expand(w: Writer, base) -> None:
 
 
 def _reshape(w: Writer, base) -> None:
-    if "reshape" in w.exclude:
-        return
-    dtype = w.dtype("f32", "i32")
+    dtype = _usable(w, "reshape", "f32", "i32")
     if dtype is None:
         return
     shape = w.choose_shape(dtype, base)
