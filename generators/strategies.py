@@ -6,6 +6,7 @@ Every strategy takes keyword-only bounds and says in its docstring what it shrin
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextvars import ContextVar
 
 import numpy as np
 from hypothesis import assume
@@ -371,7 +372,7 @@ def _loop(w: Writer, base) -> None:
     w.line(f"{e} = load {data} {counter}")
     w.pool.append(Val(e, "f32", (), {e: False}, ranged=True, is_load=True))
     for _ in range(w.draw(st.integers(0, 2))):
-        w.draw(st.sampled_from(_BODY_STEPS))(w, ())
+        _BODY_STEPS[w.draw(st.integers(0, len(_BODY_STEPS) - 1))](w, ())
     if w.draw(st.booleans()):
         _gradient(w, ())
     value = w.draw(st.sampled_from([v for v in w.pool[saved:] if v.dtype == "f32"
@@ -392,20 +393,30 @@ _smooth_periodic = _smooth_unary_step(("sin", "exp2"))
 _smooth_positive = _smooth_unary_step(("recip", "log2", "sqrt"))
 DIFFERENTIABLE_STEPS = (_reuse, _f32_binary, _smooth_periodic, _smooth_positive, _detach,
                         _reduce, _expand, _reshape, _where, _cast, _dead_end, _bitcast_f32)
+STEP_SETS = {"program": PROGRAM_STEPS, "differentiable": DIFFERENTIABLE_STEPS}
 
 
 # --- whole programs ---------------------------------------------------------------------------
 
 
+# The writer of the program being drawn. A step strategy takes only plain values (a step
+# set's name, a shape, a flag), never the writer or functions: their reprs hold memory
+# addresses, and a strategy's arguments must be the same in every process for derandomized
+# runs to repeat.
+_WRITER: ContextVar[Writer] = ContextVar("writer")
+
+
 @st.composite
-def _step(draw, w: Writer, steps, base, forced: bool) -> bool:
+def _step(draw, step_set: str, base, forced: bool) -> bool:
     """One step, or the end of the program (False). Its choices, the continue flag included,
     form one span of Hypothesis's choices, so the shrinker can delete a whole step."""
     if not forced and draw(st.integers(0, 5)) == 0:
         return False
+    w = _WRITER.get()
     outer, w.draw = w.draw, draw
     try:
-        draw(st.sampled_from(steps))(w, base)
+        steps = STEP_SETS[step_set]
+        steps[draw(st.integers(0, len(steps) - 1))](w, base)
     finally:
         w.draw = outer
     return True
@@ -422,9 +433,13 @@ def _write(draw, *, steps, min_steps, max_steps, exclude, min_gradients, store_v
     w.dtypes = ("f32", "bool") if reached_only else tuple(dtypes)
     for _ in range(inputs):
         w.input("f32", base)
-    for k in range(max_steps):
-        if not draw(_step(w, steps, base, k < min_steps)):
-            break
+    token = _WRITER.set(w)
+    try:
+        for k in range(max_steps):
+            if not draw(_step(steps, base, k < min_steps)):
+                break
+    finally:
+        _WRITER.reset(token)
     wanted = min_gradients + (draw(st.integers(0, 1)) if min_gradients else 0)
     for _ in range(4 * max(wanted, 1)):
         if w.gradients >= wanted:
@@ -460,7 +475,7 @@ def programs(draw, *, min_steps: int = 1, max_steps: int = 12, exclude=frozenset
     others); `dtypes` the dtypes values may have (f32 always; range counters and indices are
     i32 regardless). Shrinks towards fewer steps, the simplest kinds of step (f32 mul
     first), the first shape, and the earliest values."""
-    w = _write(draw, steps=PROGRAM_STEPS, min_steps=min_steps, max_steps=max_steps,
+    w = _write(draw, steps="program", min_steps=min_steps, max_steps=max_steps,
                exclude=exclude, min_gradients=0, store_values=True, shapes=shapes,
                dtypes=dtypes)
     return _case(draw, w, mode=inputs, description=_describe("program", w))
@@ -489,7 +504,7 @@ def differentiable_programs(draw, *, min_steps: int = 1, max_steps: int = 10,
     values = draw(st.lists(SMOOTH_F32, min_size=2, max_size=6, unique=True)) \
         if inputs == "smooth" else None
     keep = draw(st.booleans()) if store_values is None else store_values
-    w = _write(draw, steps=DIFFERENTIABLE_STEPS, min_steps=min_steps, max_steps=max_steps,
+    w = _write(draw, steps="differentiable", min_steps=min_steps, max_steps=max_steps,
                exclude=exclude, min_gradients=min_gradients, store_values=keep,
                reached_only=True, inputs=1, shapes=shapes)
     assume(w.gradients >= min_gradients)
@@ -581,7 +596,8 @@ def _fold(bits: list[int]) -> int:
 
 def _noise(w: Writer, base, *, max_steps: int = 3) -> None:
     for _ in range(w.draw(st.integers(0, max_steps))):
-        w.draw(st.sampled_from(DIFFERENTIABLE_STEPS[:-1]))(w, base)
+        noise = DIFFERENTIABLE_STEPS[:-1]
+        noise[w.draw(st.integers(0, len(noise) - 1))](w, base)
 
 
 def _deep(w: Writer, v: Val) -> Val:
@@ -848,7 +864,7 @@ def near_misses(draw, *, max_noise: int = 3) -> Case:
     or load off the path, or reachable only through detach or an i32 cast; x a load or a node
     with no rule; y not depending on x; a gradient inside a loop that depends on nothing of
     the loop; a detached loss. Shrinks towards the first kind and no noise."""
-    make = draw(st.sampled_from(NEAR_MISSES))
+    make = NEAR_MISSES[draw(st.integers(0, len(NEAR_MISSES) - 1))]
     w = Writer(draw, prune=False)
     base = draw(st.sampled_from(SHAPES[:2]))
     x = w.input("f32", base)
@@ -861,3 +877,4 @@ def near_misses(draw, *, max_noise: int = 3) -> Case:
     source = w.source()
     buffers = draw(buffers_for(source, mode="anything"))
     return Case(source, buffers, None, f"near miss: {how}", features=features_of(source))
+

@@ -8,6 +8,20 @@ import pathlib
 import pytest
 from hypothesis import HealthCheck, settings
 
+# Every module of the project, loaded before any test: Hypothesis draws some values from the
+# constants it finds in loaded local modules, so a derandomized test repeats exactly only if
+# the same modules are loaded whichever tests run before it.
+import conformance.checks
+import conformance.implementation
+import conformance.protocol  # noqa: F401
+import generators  # noqa: F401
+import implementations.fast
+import implementations.faults  # noqa: F401
+import reference
+import reference.printer
+import reference.realvalued
+import reference.serve  # noqa: F401
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SHARED_EXAMPLES = ROOT.parent / "shared" / "spec" / "examples"
 CASES = ROOT / "cases"
