@@ -68,11 +68,11 @@ class Implementation:
     def __init__(self, spec: str, module=None, command: CommandImplementation | None = None,
                  *, timeout: float = 20.0):
         self.spec, self.module, self.command, self.timeout = spec, module, command, timeout
-        source = module if module is not None else None
-        capabilities = getattr(source, "CAPABILITIES", None) if source else None
-        self.capabilities = {**DEFAULT_CAPABILITIES, **(capabilities or {})}
-        self.name = getattr(source, "NAME", None) or spec.removeprefix("cmd:")
-        self.version = str(getattr(source, "VERSION", "") or "")
+        # A cmd: implementation has no module: it claims everything, by its command's name.
+        self.capabilities = {**DEFAULT_CAPABILITIES, **(getattr(module, "CAPABILITIES", None)
+                                                        or {})}
+        self.name = getattr(module, "NAME", None) or spec.removeprefix("cmd:")
+        self.version = str(getattr(module, "VERSION", "") or "")
 
     @property
     def label(self) -> str:
