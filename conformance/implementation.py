@@ -22,9 +22,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from reference.interp import NUMPY_DTYPES
+
 from .protocol import BuildRejected, CommandImplementation, ImplementationFailure, RunFailed
 
-NUMPY = {"f32": np.float32, "i32": np.int32, "bool": np.bool_}
 DEFAULT_CAPABILITIES = {"unsupported": [], "ulp": {}, "bit_exact_gradients": True}
 
 
@@ -138,7 +139,7 @@ def _check_shape(out, declared) -> Outcome:
     buffers = {}
     for slot, (dtype, shape) in declared.items():
         value = np.asarray(out[slot])
-        if value.dtype != np.dtype(NUMPY[dtype]) or value.shape != tuple(shape):
+        if value.dtype != np.dtype(NUMPY_DTYPES[dtype]) or value.shape != tuple(shape):
             return Outcome("failure", message=f"slot {slot} came back as {value.dtype}"
                            f"{list(value.shape)}, declared {dtype}{list(shape)}")
         buffers[slot] = value

@@ -10,7 +10,7 @@ import numpy as np
 
 from .build import Program, build_program
 from .errors import BuildError, GradientError, IRError, ParseError, RunError
-from .interp import EXACT, Interpreter, from_numpy, to_numpy
+from .interp import EXACT, NUMPY_DTYPES, Interpreter, from_numpy, to_numpy
 from .syntax import parse
 
 NAME = "reference"
@@ -40,7 +40,7 @@ class Runner:
                 raise RunError(node.line, str(slot), f"no initial contents for slot {slot} "
                                f"({node.dtype}{list(node.shape)})")
             given = np.asarray(buffers[slot])
-            if given.shape != node.shape or given.dtype != np.dtype(_NUMPY[node.dtype]):
+            if given.shape != node.shape or given.dtype != np.dtype(NUMPY_DTYPES[node.dtype]):
                 raise RunError(node.line, str(slot), f"slot {slot} is {node.dtype}"
                                f"{list(node.shape)}, and was given {given.dtype}"
                                f"{list(given.shape)}")
@@ -54,7 +54,6 @@ class Runner:
                 for slot, node in self.program.buffers.items()}
 
 
-_NUMPY = {"f32": np.float32, "i32": np.int32, "bool": np.bool_}
 
 
 def build(source: str) -> Runner:

@@ -21,10 +21,11 @@ import numpy as np
 
 from . import exact
 from .errors import IRError
+from .interp import NUMPY_DTYPES
 from .syntax import parse
 
 _EXPECT = re.compile(r"#:\s*(in|out|near)\s+(\d+)\s*=(.*)")
-NUMPY = {"f32": np.float32, "i32": np.int32, "bool": np.bool_}
+NUMPY = NUMPY_DTYPES  # IR dtype -> numpy dtype
 
 
 @dataclass

@@ -40,9 +40,6 @@ POS_INF, NEG_INF = 0x7F800000, 0xFF800000
 ONE = 0x3F800000
 I32_MIN, I32_MAX = -(2**31), 2**31 - 1
 
-# The two constants of the gradient rules, each the nearest f32 to the real it stands for.
-LN2_TEXT, HALF_PI_TEXT = "0.6931472", "1.5707964"
-
 
 # --- encoding -----------------------------------------------------------------------------
 

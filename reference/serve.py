@@ -24,9 +24,9 @@ import numpy as np
 
 from . import build
 from .errors import IRError, RunError
+from .interp import NUMPY_DTYPES
 
-NUMPY = {"f32": np.float32, "i32": np.int32, "bool": np.bool_}
-DTYPE_NAMES = {np.dtype(np.float32): "f32", np.dtype(np.int32): "i32", np.dtype(np.bool_): "bool"}
+DTYPE_NAMES = {np.dtype(numpy): name for name, numpy in NUMPY_DTYPES.items()}
 
 
 def encode_buffer(array: np.ndarray) -> dict:
@@ -47,7 +47,7 @@ def decode_buffer(value: dict) -> np.ndarray:
     bits = bits.astype(np.uint32).reshape(shape)
     if dtype == "bool":
         return bits.astype(np.bool_)
-    return bits.view(NUMPY[dtype]).copy()
+    return bits.view(NUMPY_DTYPES[dtype]).copy()
 
 
 def serve(lines, write) -> None:

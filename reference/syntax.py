@@ -18,7 +18,8 @@ _WORD = r"[A-Za-z0-9_.+\-]+"
 _TOKEN = re.compile(rf"\s*(?:({NAME.pattern})|({FUNC.pattern})|([=\[\],])|({_WORD}))")
 _OPNAME = re.compile(r"[a-z][a-z0-9_]*")
 _KEY = re.compile(r"[a-z][a-z0-9_]*")
-# How deep '[' may nest in an attribute value: one level, a list of integers.
+# The reference's limit on one line (SPEC.md, "Limits"): a line of 10^6 tokens is an error,
+# not minutes of parsing.
 MAX_LINE_TOKENS = 10_000
 
 
