@@ -15,13 +15,6 @@ from reference import exact
 from .checks import declared, supported
 
 
-def _fold(bits):
-    total = bits[0]
-    for b in bits[1:]:
-        total = exact.f32_add(total, b)
-    return total
-
-
 def _pairwise(bits):
     while len(bits) > 1:
         bits = [exact.f32_add(bits[k], bits[k + 1]) if k + 1 < len(bits) else bits[k]
@@ -34,10 +27,10 @@ def orders(case) -> dict[str, int]:
     constants = [int(b) for b in case.buffers[1].view(np.uint32)]
     arrival = arrival_order(case.source)
     return {
-        "arrival order (the spec's)": _fold([constants[k] for k in arrival]),
-        "program order": _fold(constants),
-        "reversed arrival order": _fold([constants[k] for k in reversed(arrival)]),
-        "reversed program order": _fold(constants[::-1]),
+        "arrival order (the spec's)": exact.f32_fold([constants[k] for k in arrival]),
+        "program order": exact.f32_fold(constants),
+        "reversed arrival order": exact.f32_fold([constants[k] for k in reversed(arrival)]),
+        "reversed program order": exact.f32_fold(constants[::-1]),
         "pairwise in arrival order": _pairwise([constants[k] for k in arrival]),
     }
 

@@ -559,9 +559,9 @@ def order_sensitive_gradients(draw, *, min_shares: int = 3, max_shares: int = 6)
     source = "\n".join(lines) + "\n"
     bits = [exact.f32_from_text(c) for c in constants]
     arrival = arrival_order(source)
-    fold = _fold([bits[k] for k in arrival])
-    assume(not exact.same_f32(fold, _fold(bits)))
-    assume(not exact.same_f32(fold, _fold([bits[k] for k in reversed(arrival)])))
+    fold = exact.f32_fold([bits[k] for k in arrival])
+    assume(not exact.same_f32(fold, exact.f32_fold(bits)))
+    assume(not exact.same_f32(fold, exact.f32_fold([bits[k] for k in reversed(arrival)])))
     x = draw(st.floats(-4, 4, width=32))
     buffers = {0: np.array(x, np.float32), 1: exact.to_numpy_f32(bits),
                2: np.zeros((), np.float32)}
@@ -582,13 +582,6 @@ def arrival_order(source: str) -> list[int]:
         loaded = next(o for o in share.operands if o.op == "load")
         order.append(loaded.operands[1].attr("value"))
     return order
-
-
-def _fold(bits: list[int]) -> int:
-    total = bits[0]
-    for b in bits[1:]:
-        total = exact.f32_add(total, b)
-    return total
 
 
 # --- invalid gradients and near misses -----------------------------------------------------------

@@ -181,6 +181,15 @@ def f32_sin(a: int) -> int:
     return BACKEND.sin(a)
 
 
+def f32_fold(values: list[int]) -> int:
+    """The left fold of f32 adds, each step rounded: ((v0 + v1) + v2) + ...: how the spec
+    sums a node's shares and reduces."""
+    total = values[0]
+    for value in values[1:]:
+        total = f32_add(total, value)
+    return total
+
+
 def f32_max(a: int, b: int) -> int:
     """IEEE 754-2019 maximum: NaN if either is NaN, and +0.0 above -0.0."""
     if is_nan(a) or is_nan(b):
