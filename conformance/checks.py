@@ -10,6 +10,7 @@ import reference
 from reference import cases, exact
 
 from .implementation import Implementation, Outcome
+from .record import RECORDER
 
 TRANSCENDENTAL = frozenset({"exp2", "log2", "sin"})
 # Figures a check measured, printed at the end of the run: name -> text.
@@ -36,8 +37,10 @@ def reference_impl() -> Implementation:
 
 def supported(impl: Implementation, case) -> None:
     """Leave out (as Hypothesis's assume) a case that uses what the implementation says it
-    does not support; strategies are also told, so this rarely triggers."""
+    does not support; strategies are also told, so this rarely triggers. Every generated
+    case passes here, so this is also where the report counts the cases run per op."""
     assume(not (set(case.features) & impl.unsupported()))
+    RECORDER.case(case.features)
 
 
 def exclusions(impl: Implementation, *, transcendental: bool = False) -> frozenset[str]:
@@ -79,4 +82,7 @@ def check(impl: Implementation, case, *, ulps: int = 0) -> None:
     want = expected(case.source, case.buffers)
     got = impl.run_case(case.source, case.buffers, declared(case.source))
     problem = difference(want, got, ulps=ulps)
+    if problem is not None:
+        RECORDER.diverged(case.source, case.buffers, want, got, summary=problem,
+                          description=case.description)
     assert problem is None, f"{problem}\n{case.description}\n--- program ---\n{case.source}"

@@ -6,13 +6,19 @@ project is not installed). Inert unless `--impl` is given: the checks then skip,
 
 from __future__ import annotations
 
+import datetime
 import pathlib
+import time
 import warnings
 
 import pytest
 from hypothesis import HealthCheck, Phase, settings
 
+from reports.html import render
+from reports.records import Report, to_json
+
 from .implementation import load
+from .record import RECORDER
 
 PROFILES = {
     # Derandomized, so a CI run is repeatable; sized so the whole suite stays near a minute.
@@ -40,6 +46,13 @@ def pytest_addoption(parser):
                     help="seconds an implementation may take to build or run one case")
     group.addoption("--xfails-file", default=None, help="test ids expected to fail, one a line")
     group.addoption("--skips-file", default=None, help="test ids to skip, one a line")
+    group.addoption("--report", default=None, metavar="PATH.html",
+                    help="write the HTML report of the run here")
+    group.addoption("--report-json", default=None, metavar="PATH.json",
+                    help="write the run as JSON here (schema in SPEC.md, \"Reports\")")
+    group.addoption("--cases-out", default=None, metavar="DIR",
+                    help="save each divergence as a case file here (default: beside the "
+                    "report, in REPORT.cases/, or .conformance/divergences/)")
 
 
 def pytest_configure(config):
@@ -56,11 +69,97 @@ def pytest_configure(config):
     settings.register_profile("conformance-run", suppress_health_check=list(HealthCheck),
                               **values)
     settings.load_profile("conformance-run")
+    config.conformance_run = Run(spec, profile, _cases_dir(config))
     try:
         config.conformance_impl = load(spec, timeout=config.getoption("--case-timeout"))
     except Exception as problem:  # noqa: BLE001 - whatever the module raised while importing
         raise pytest.UsageError(f"--impl={spec}: could not load it: "
                                 f"{type(problem).__name__}: {problem}") from None
+
+
+def _cases_dir(config) -> pathlib.Path:
+    given = config.getoption("--cases-out")
+    report = config.getoption("--report") or config.getoption("--report-json")
+    if given:
+        return pathlib.Path(given)
+    if report:
+        return pathlib.Path(report).with_suffix(".cases")
+    return pathlib.Path(".conformance") / "divergences"
+
+
+class Run:
+    """What the report needs from a pytest run: outcomes per check, and the divergences."""
+
+    def __init__(self, spec: str, profile: str, cases_dir: pathlib.Path):
+        self.spec, self.profile, self.cases_dir = spec, profile, cases_dir
+        self.started, self.clock = datetime.datetime.now(datetime.UTC), time.monotonic()
+        self.outcomes: dict[str, dict[str, int]] = {}
+        self.divergences = []
+        RECORDER.reset()
+
+    def count(self, check: str, outcome: str) -> None:
+        per_check = self.outcomes.setdefault(check, {})
+        per_check[outcome] = per_check.get(outcome, 0) + 1
+
+    def report(self, impl) -> Report:
+        return Report(
+            implementation={"name": impl.name, "version": impl.version, "spec": impl.spec,
+                            "capabilities": impl.capabilities},
+            profile=self.profile, started=self.started.isoformat(timespec="seconds"),
+            seconds=time.monotonic() - self.clock, checks=self.outcomes,
+            ops={op: dict(per) for op, per in RECORDER.ops.items()}, ulps=dict(RECORDER.ulps),
+            divergences=self.divergences)
+
+
+def _check_name(item) -> str:
+    return getattr(item, "originalname", None) or item.name
+
+
+def pytest_runtest_setup(item):
+    if getattr(item.config, "conformance_impl", None) is not None:
+        RECORDER.begin(_check_name(item), item.nodeid)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Count each test's outcome under its check, and turn a failure into a divergence."""
+    outcome = yield
+    run = getattr(item.config, "conformance_run", None)
+    if run is None or getattr(item.config, "conformance_impl", None) is None:
+        return
+    report, check = outcome.get_result(), _check_name(item)
+    if hasattr(report, "wasxfail"):
+        RECORDER.pending = None
+        run.count(check, "xfailed")
+    elif call.when == "call":
+        run.count(check, report.outcome)
+        divergence = RECORDER.finish(report.failed, report.longreprtext,
+                                     impl_spec=run.spec, cases_dir=run.cases_dir)
+        if divergence is not None:
+            run.divergences.append(divergence)
+    elif report.outcome != "passed":  # a skip or an error in setup, or an error in teardown
+        run.count(check, "skipped" if report.skipped else "failed")
+
+
+def pytest_sessionfinish(session, exitstatus):
+    config = session.config
+    run, impl = getattr(config, "conformance_run", None), getattr(config, "conformance_impl",
+                                                                   None)
+    if run is None or impl is None:
+        return
+    report = run.report(impl)
+    written = []
+    if config.getoption("--report"):
+        path = pathlib.Path(config.getoption("--report"))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(render(report))
+        written.append(str(path))
+    if config.getoption("--report-json"):
+        path = pathlib.Path(config.getoption("--report-json"))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(to_json(report))
+        written.append(str(path))
+    config.conformance_written = written
 
 
 def pytest_unconfigure(config):
@@ -86,6 +185,12 @@ def pytest_terminal_summary(terminalreporter, config):
         terminalreporter.section("conformance figures")
         for line in SUMMARY.values():
             terminalreporter.write_line(line)
+    run = getattr(config, "conformance_run", None)
+    for path in getattr(config, "conformance_written", []):
+        terminalreporter.write_line(f"report written: {path}")
+    if run is not None and run.divergences:
+        terminalreporter.write_line(f"{len(run.divergences)} divergences saved as case files "
+                                    f"in {run.cases_dir}/")
 
 
 def pytest_generate_tests(metafunc):

@@ -12,7 +12,8 @@ from generators import order_sensitive_gradients
 from generators.strategies import arrival_order
 from reference import exact
 
-from .checks import declared, supported
+from .checks import declared, expected, supported
+from .record import RECORDER
 
 
 def _pairwise(bits):
@@ -40,6 +41,9 @@ def test_shares_are_summed_in_arrival_order(impl, data):
     case = data.draw(order_sensitive_gradients())
     supported(impl, case)
     got = impl.run_case(case.source, case.buffers, declared(case.source))
+    if got.status != "ok":
+        RECORDER.diverged(case.source, case.buffers, expected(case.source, case.buffers), got,
+                          summary=f"{got.status}: {got.message}", description=case.description)
     assert got.status == "ok", f"{got.status}: {got.message}\n{case.source}"
     bits = int(got.buffers[2].view(np.uint32))
     candidates = orders(case)
@@ -47,6 +51,9 @@ def test_shares_are_summed_in_arrival_order(impl, data):
     if not exact.same_f32(bits, want):
         matches = [name for name, b in candidates.items() if exact.same_f32(bits, b)]
         used = " or ".join(matches) if matches else "no order we know"
+        RECORDER.diverged(case.source, case.buffers, expected(case.source, case.buffers), got,
+                          summary=f"the shares were summed in {used}",
+                          description=case.description)
         raise AssertionError(f"expected {exact.f32_to_text(want)}, got "
                              f"{exact.f32_to_text(bits)}: the shares were summed in {used}\n"
                              f"{case.description}\n--- program ---\n{case.source}")

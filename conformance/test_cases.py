@@ -11,6 +11,8 @@ import pytest
 from reference import cases
 
 from .checks import TRANSCENDENTAL, declared, difference, expected
+from .implementation import Outcome
+from .record import RECORDER
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 FOLDERS = [ROOT / "cases", ROOT.parent / "shared" / "spec" / "examples"]
@@ -30,8 +32,13 @@ def run_case_file(impl, path):
     features = {s.op for s in _statements(case.source)}
     if features & impl.unsupported():
         pytest.skip(f"uses {sorted(features & impl.unsupported())}, unsupported")
+    RECORDER.case(features - {"def", "end", "return", "buffer"})
     if case.error is not None:
         outcome = impl.build_only(case.source)
+        if outcome.status != "rejected":
+            RECORDER.diverged(case.source, {}, Outcome("rejected", message=case.error), outcome,
+                              summary=f"expected a rejection ({case.error}), got "
+                              f"{outcome.status}", rule=case.error)
         assert outcome.status == "rejected", f"expected a rejection ({case.error}), got " \
             f"{outcome.status} {outcome.message}"
         return
@@ -40,10 +47,16 @@ def run_case_file(impl, path):
     got = impl.run_case(case.source, buffers, slots)
     want = expected(case.source, buffers)
     if case.run_error:
+        if got.status != "run-error":
+            RECORDER.diverged(case.source, buffers, want, got,
+                              summary=f"expected a run-time error, got {got.status}")
         assert got.status == "run-error", f"expected a run-time error, got {got.status}"
         return
     ulps = max((impl.ulps(op) for op in features & TRANSCENDENTAL), default=0)
     problem = difference(want, got, ulps=ulps)
+    if problem is not None:
+        RECORDER.diverged(case.source, buffers, want, got, summary=problem,
+                          description=f"case file {path.name}")
     assert problem is None, problem
 
 

@@ -32,6 +32,7 @@ from reference.interp import Interpreter, from_numpy
 from reference.realvalued import Real
 
 from .checks import SUMMARY, declared, exclusions, expected, supported
+from .record import RECORDER
 
 K, C = 4, 4
 WORST = {"abs": 0.0, "rel": 0.0, "ulps": 0, "cases": 0, "used": 0.0}
@@ -100,6 +101,9 @@ def test_gradients_are_near_the_true_derivative(impl, data):
     supported(impl, case)
     want = expected(case.source, case.buffers)
     got = impl.run_case(case.source, case.buffers, declared(case.source))
+    if got.status != "ok" and want.status == "ok":
+        RECORDER.diverged(case.source, case.buffers, want, got,
+                          summary=f"{got.status}: {got.message}", description=case.description)
     assert got.status == "ok", f"{got.status}: {got.message}\n{case.source}"
     assume(want.status == "ok")
     WORST["cases"] += 1
@@ -127,6 +131,12 @@ def test_gradients_are_near_the_true_derivative(impl, data):
                 f"{WORST['abs']:.3g} absolute, {WORST['rel']:.3g} relative, "
                 f"{WORST['ulps']} ulps (where f32 cancellation leaves the reference as far "
                 f"off); at most {WORST['used']:.0%} of the allowed tolerance used")
+            if error > allowed:
+                RECORDER.diverged(
+                    case.source, case.buffers, want, got, description=case.description,
+                    summary=f"slot {slot}[{k}]: the true value is {truth!r}; the "
+                    f"implementation is off by {error:.3g} ({ulps} ulps), allowed "
+                    f"{allowed:.3g} (K = {K}, C = {C})")
             assert error <= allowed, (
                 f"slot {slot}[{k}]: the true value is {truth!r}, the reference gives "
                 f"{ref[k]!r}, the implementation {mine[k]!r}: off by {error:.3g} "

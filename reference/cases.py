@@ -151,6 +151,38 @@ def check(case: Case, build) -> tuple[bool, str]:
     return True, "ok"
 
 
+def format_values(array: np.ndarray, dtype: str) -> str:
+    """An array's elements as an expectation writes them: f32 as exact bits in hex (so no
+    decimal rounding is ever involved), i32 in decimal, bool as true/false."""
+    flat = np.asarray(array, NUMPY[dtype]).ravel()
+    if dtype == "f32":
+        return " ".join(f"0x{b:08x}" for b in flat.view(np.uint32).tolist())
+    if dtype == "bool":
+        return " ".join("true" if v else "false" for v in flat.tolist())
+    return " ".join(str(v) for v in flat.tolist())
+
+
+def format_case(source: str, *, inputs: dict[int, np.ndarray], outputs=None, error=None,
+                run_error: bool = False, comments=(), directives=()) -> str:
+    """The case file for `source`: the inverse of `parse_case`. `outputs` (slot -> array) are
+    expected bit for bit; `error` is a rejection kind (or "any"); `comments` open the file,
+    and `directives` follow them as `#:` lines that this parser ignores (a vector's class).
+    The program's own `#:` lines are dropped, so a case is never expected twice."""
+    slots = buffer_slots(source)
+    lines = [f"# {line}".rstrip() for text in comments for line in str(text).splitlines()]
+    lines += [f"#: {directive}" for directive in directives]
+    for slot, array in sorted(inputs.items()):
+        lines.append(f"#: in {slot} = {format_values(array, slots[slot][0])}")
+    if error is not None:
+        lines.append("#: error" + ("" if error == "any" else f" {error}"))
+    elif run_error:
+        lines.append("#: run-error")
+    for slot, array in sorted((outputs or {}).items()):
+        lines.append(f"#: out {slot} = {format_values(array, slots[slot][0])}")
+    body = [line for line in source.splitlines() if not line.lstrip().startswith("#:")]
+    return "\n".join(lines + body).rstrip("\n") + "\n"
+
+
 def case_paths(paths) -> list[pathlib.Path]:
     """The .ir files named, folders searched recursively, in a stable order."""
     found = []

@@ -1,0 +1,255 @@
+"""What a run saw, as report records: the divergences, the cases per op, the forward ulps.
+SPEC.md, "Reports".
+
+A check that finds a difference calls `RECORDER.diverged(...)`. Hypothesis runs the shrunk
+counterexample last, so the pending record when the test fails is the shrunk one; the pytest
+plugin (or the fuzzer) then calls `finish`, which turns it into a `Divergence` and saves it as
+a case file that replays it. The recorder is per process and per run: `reset` empties it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pathlib
+import shlex
+import sys
+from collections import defaultdict
+
+import numpy as np
+
+import reference
+from reference import cases, exact
+from reference.printer import format_expanded, format_trace
+from reference.syntax import parse
+from reports.records import Divergence, Element
+
+from .implementation import Outcome
+
+# Ops that move values about without computing: they are in every program's cone, and say
+# nothing about which rule is wrong.
+STRUCTURE = frozenset({"buffer", "load", "store", "def", "end", "return", "range", "call"})
+MAX_ELEMENTS = 16  # differing elements listed per divergence; the count of the rest is given
+
+
+class Recorder:
+    def __init__(self):
+        self.reset()
+
+    def reset(self) -> None:
+        self.check, self.test_id, self.pending = "", "", None
+        self.ops: dict[str, dict[str, list[int]]] = defaultdict(dict)
+        self.ulps: dict[str, dict] = {}
+
+    def begin(self, check: str, test_id: str) -> None:
+        self.check, self.test_id, self.pending = check, test_id, None
+
+    def case(self, features) -> None:
+        """A generated case ran under the current check."""
+        for op in features:
+            self.ops[op].setdefault(self.check, [0, 0])[0] += 1
+
+    def diverged(self, source: str, buffers, want: Outcome, got: Outcome, *,
+                 summary: str, description: str = "", rule: str | None = None) -> None:
+        self.pending = (source, buffers, want, got, summary, description, rule)
+
+    def finish(self, failed: bool, text: str, *, impl_spec: str,
+               cases_dir: pathlib.Path | None) -> Divergence | None:
+        """The divergence of a test that just ended (None if it passed): the pending record
+        if there is one, else the failure's text alone."""
+        pending, self.pending = self.pending, None
+        if not failed:
+            return None
+        if pending is None:
+            return Divergence(check=self.check, test_id=self.test_id, summary=_first(text),
+                              actual_message=text, signature=(self.check, "", "failed"))
+        source, buffers, want, got, summary, description, rule = pending
+        d = describe(self.check, self.test_id, source, buffers, want, got, summary=summary,
+                     description=description, rule=rule)
+        for op in d.signature[1].split("+"):
+            if op:
+                self.ops[op].setdefault(self.check, [0, 0])[1] += 1
+        if cases_dir is not None:
+            d.case_file = str(save_case(d, source, buffers, want, cases_dir))
+            d.replay = replay_command(d.case_file, impl_spec)
+        return d
+
+
+RECORDER = Recorder()
+
+
+def describe(check: str, test_id: str, source: str, buffers, want: Outcome, got: Outcome, *,
+             summary: str, description: str = "", rule: str | None = None) -> Divergence:
+    """A divergence record: the elements that differ, the lines to highlight, the reference's
+    trace and expanded program, and the signature the fuzzer deduplicates on."""
+    elements, kind = differing_elements(want, got)
+    slot = elements[0].slot if elements else None
+    cone = _cone(source, slot)
+    statements = parse(source)
+    if rule is not None:
+        subject = rule
+        highlight = [s.line for s in statements if s.op == "gradient"]
+    else:
+        subject = "+".join(sorted({s.op for s in cone} - STRUCTURE))
+        highlight = sorted({s.line for s in cone if s.op == "store" or s in _roots(cone)})
+    trace = expanded = ""
+    if any(s.op == "gradient" for s in statements) and want.status == "ok":
+        program = reference.compile_program(source)
+        trace, expanded = format_trace(program), format_expanded(program)
+    return Divergence(
+        check=check, test_id=test_id, summary=summary, source=source,
+        description=description, inputs=_inputs(source, buffers),
+        expected_status=want.status, actual_status=got.status,
+        expected_message=want.message, actual_message=got.message,
+        elements=elements, highlight=highlight, trace=trace, expanded=expanded,
+        signature=(check, subject, kind), statements=len(statements))
+
+
+def differing_elements(want: Outcome, got: Outcome) -> tuple[list[Element], str]:
+    if got.status == "failure":
+        return [], "failure"
+    if want.status != got.status:
+        return [], f"{want.status}->{got.status}"
+    found, kinds = [], []
+    for slot, w in sorted(want.buffers.items()):
+        g = got.buffers.get(slot)
+        if g is None:
+            continue
+        if w.dtype == np.float32:
+            pairs = zip(w.view(np.uint32).ravel().tolist(), g.view(np.uint32).ravel().tolist(),
+                        strict=True)
+            for k, (a, b) in enumerate(pairs):
+                if not exact.same_f32(a, b):
+                    kinds.append(_kind(a, b))
+                    nan = exact.is_nan(a) or exact.is_nan(b)
+                    found.append(Element(slot, k, exact.f32_to_text(a), f"0x{a:08x}",
+                                         exact.f32_to_text(b), f"0x{b:08x}",
+                                         None if nan else exact.ulp_distance(a, b)))
+        else:
+            for k in np.flatnonzero(w.ravel() != g.ravel()).tolist():
+                a, b = w.ravel()[k].item(), g.ravel()[k].item()
+                kinds.append("value")
+                found.append(Element(slot, k, str(a), _bits(a), str(b), _bits(b)))
+    return found[:MAX_ELEMENTS], kinds[0] if kinds else "none"
+
+
+def _kind(a: int, b: int) -> str:
+    if exact.is_nan(a) != exact.is_nan(b):
+        return "nan"
+    if (a | b) & 0x7FFFFFFF == 0:
+        return "signed-zero"
+    if (a & 0x7FFFFFFF == 0x7F800000) != (b & 0x7FFFFFFF == 0x7F800000):
+        return "infinity"
+    return "bits"
+
+
+def _bits(v) -> str:
+    return str(v).lower() if isinstance(v, bool) else f"0x{v & 0xFFFFFFFF:08x}"
+
+
+def _inputs(source: str, buffers) -> list[dict]:
+    slots = cases.buffer_slots(source)
+    out = []
+    for slot, array in sorted(buffers.items()):
+        dtype, shape = slots[slot]
+        flat = np.asarray(array).ravel()
+        values = ([exact.f32_to_text(b) for b in flat.view(np.uint32).tolist()]
+                  if dtype == "f32" else [str(v).lower() for v in flat.tolist()])
+        out.append({"slot": slot, "dtype": dtype, "shape": list(shape), "values": values,
+                    "bits": cases.format_values(array, dtype).split()})
+    return out
+
+
+def _cone(source: str, slot: int | None) -> list:
+    """The statements the final value of `slot` depends on, by name through operands, loads
+    (the stores into the loaded buffer) and calls (the function's body). Every store when no
+    slot differs (a status or a failure). Names are looked up in the statement's own scope:
+    a function body cannot see the program's names (SPEC.md, "Functions")."""
+    statements = parse(source)
+    scope_of: dict[int, str] = {}
+    defined: dict[tuple[str, str], list] = defaultdict(list)
+    stores: dict[tuple[str, str], list] = defaultdict(list)
+    bodies: dict[str, list] = defaultdict(list)
+    scope = ""
+    for s in statements:
+        if s.op == "def":
+            scope = s.operands[0].text
+        scope_of[id(s)] = scope
+        if scope:
+            bodies[scope].append(s)
+        if s.target:
+            defined[scope, s.target].append(s)
+        if s.op == "store" and s.operands:
+            stores[scope, s.operands[0].text].append(s)
+        if s.op == "end" and s.operands and s.operands[0].kind == "func":
+            scope = ""
+    buffer_name = {s.attr("slot"): s.target for s in statements if s.op == "buffer"}
+    work = list(stores["", buffer_name[slot]]) if slot in buffer_name else \
+        [s for s in statements if s.op == "store"]
+    seen: dict[int, object] = {}
+    while work:
+        s = work.pop()
+        if id(s) in seen:
+            continue
+        seen[id(s)] = s
+        here = scope_of[id(s)]
+        for k, o in enumerate(s.operands):
+            if o.kind == "name":
+                work += defined.get((here, o.text), [])
+                if s.op == "load" and k == 0:
+                    work += stores.get((here, o.text), [])
+            elif o.kind == "func" and s.op == "call":
+                work += bodies.get(o.text, [])
+    return sorted(seen.values(), key=lambda s: s.line)
+
+
+def _roots(cone: list) -> set:
+    """The values stored: the statements a store in the cone names."""
+    names = {s.operands[1].text for s in cone if s.op == "store" and len(s.operands) > 1}
+    return {s for s in cone if s.target in names}
+
+
+def save_case(d: Divergence, source: str, buffers, want: Outcome,
+              folder: pathlib.Path) -> pathlib.Path:
+    """The divergence as a case file that replays it: the inputs, and the reference's outcome
+    as the expectation. Written to a temporary name and renamed, so a reader (or a run killed
+    with SIGKILL) never sees half a file. The name is the content's hash: one file a case."""
+    outputs = want.buffers if want.status == "ok" else None
+    error = "any" if want.status == "rejected" else None
+    text = cases.format_case(
+        source, inputs=buffers, outputs=outputs, error=error,
+        run_error=want.status == "run-error",
+        comments=[f"divergence found by {d.check}: {d.summary}",
+                  f"signature: {d.key}", *([d.description] if d.description else [])])
+    folder.mkdir(parents=True, exist_ok=True)
+    digest = hashlib.sha256(text.encode()).hexdigest()[:12]
+    path = folder / f"{_slug(d.check)}-{digest}.ir"
+    write_atomically(path, text)
+    return path
+
+
+def write_atomically(path: pathlib.Path, text: str) -> None:
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(temporary, "w") as stream:
+        stream.write(text)
+        stream.flush()
+        os.fsync(stream.fileno())
+    os.replace(temporary, path)
+
+
+def replay_command(case_file: str, impl_spec: str) -> str:
+    return (f"{shlex.quote(sys.executable)} -m conformance replay {shlex.quote(case_file)} "
+            f"--impl={shlex.quote(impl_spec)}")
+
+
+def _slug(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_" else "_" for c in text)[:60]
+
+
+def _first(text: str) -> str:
+    """The line of a pytest failure that says what failed (its first `E` line)."""
+    for line in text.splitlines():
+        if line.startswith("E "):
+            return line[1:].strip()
+    lines = text.strip().splitlines()
+    return lines[-1] if lines else "failed"

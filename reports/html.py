@@ -1,0 +1,79 @@
+"""The HTML report: one self-contained page (no script, no network at view time) from a
+`Report`. SPEC.md, "Reports".
+
+`render(report)` is a pure function. Jinja2 escapes every value it prints (autoescape), and
+that matters: error messages, stderr and even program text come from the implementation under
+test. The one piece of markup built here, the ulp chart, escapes what it prints itself.
+"""
+
+from __future__ import annotations
+
+import math
+from html import escape
+
+import jinja2
+
+from .records import Report
+
+OUTCOMES = ("passed", "failed", "skipped", "xfailed")
+
+
+def render(report: Report) -> str:
+    environment = jinja2.Environment(loader=jinja2.PackageLoader("reports"), autoescape=True,
+                                     undefined=jinja2.StrictUndefined, trim_blocks=True,
+                                     lstrip_blocks=True)
+    checks = sorted(report.checks)
+    op_checks = sorted({c for per_op in report.ops.values() for c in per_op})
+    return environment.get_template("report.html.j2").render(
+        report=report, checks=checks, outcomes=OUTCOMES, op_checks=op_checks,
+        ops=sorted(report.ops), chart=ulp_chart(report.ulps),
+        totals={o: sum(report.checks[c].get(o, 0) for c in checks) for o in OUTCOMES},
+        lines=_numbered, short=_short)
+
+
+def _short(check: str) -> str:
+    """A check's name as a column heading: without `test_`, and breakable at its words."""
+    return check.removeprefix("test_").replace("_", " ")
+
+
+def _numbered(source: str, highlight) -> list[tuple[int, str, bool]]:
+    marked = set(highlight)
+    return [(k, text, k in marked) for k, text in enumerate(source.splitlines(), start=1)]
+
+
+def ulp_chart(ulps: dict[str, dict], *, width: int = 640, row: int = 22) -> str:
+    """An inline SVG bar chart: per op, the largest forward error seen, in ulps, on a log
+    scale (0 ulps draws no bar), with the bound the implementation declared as a tick.
+    Empty when nothing was measured."""
+    if not ulps:
+        return ""
+    label, right = 70, 190
+    span = width - label - right
+    top = max([1.0] + [float(v.get("max", 0)) for v in ulps.values()] +
+              [float(v.get("declared", 0)) for v in ulps.values()])
+
+    def x(value: float) -> float:
+        return label + span * math.log2(1 + value) / math.log2(1 + top)
+
+    height = row * len(ulps) + 30
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" width="{width}" '
+             f'height="{height}" role="img" aria-label="forward error per op, in ulps">']
+    for k, op in enumerate(sorted(ulps)):
+        v = ulps[op]
+        worst, declared = int(v.get("max", 0)), int(v.get("declared", 0))
+        y = 10 + k * row
+        over = worst > declared
+        parts.append(f'<text x="{label - 6}" y="{y + 14}" text-anchor="end">{escape(op)}</text>')
+        if worst:
+            parts.append(f'<rect x="{label}" y="{y + 3}" width="{x(worst) - label:.1f}" '
+                         f'height="{row - 8}" class="{"bad" if over else "ok"}"/>')
+        parts.append(f'<line x1="{x(declared):.1f}" x2="{x(declared):.1f}" y1="{y}" '
+                     f'y2="{y + row - 2}" class="bound"/>')
+        mean = float(v.get("mean", 0.0))
+        parts.append(f'<text x="{width - right + 6}" y="{y + 14}">max {worst}, mean '
+                     f'{mean:.3g} ({int(v.get("samples", 0))})</text>')
+    parts.append(f'<text x="{label}" y="{height - 4}" class="axis">0 ulps</text>')
+    parts.append(f'<text x="{label + span}" y="{height - 4}" text-anchor="end" class="axis">'
+                 f'{top:g} ulps (log scale; the tick is the declared bound)</text>')
+    parts.append("</svg>")
+    return "\n".join(parts)

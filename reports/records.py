@@ -1,0 +1,112 @@
+"""A conformance run as plain data: the records the HTML and JSON reports are made from.
+SPEC.md, "Reports".
+
+Nothing here runs an implementation or the reference: the suite (conformance/record.py) fills
+these records, and the renderers (reports/html.py, `to_json`) are pure functions of them. The
+JSON form is versioned by `SCHEMA`; a reader refuses another major version rather than guess.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+
+SCHEMA = "gradient-conformance-report/1"
+
+
+@dataclass
+class Element:
+    """One element that differs: where, and both values in decimal and as bits."""
+
+    slot: int
+    index: int
+    expected: str
+    expected_bits: str
+    actual: str
+    actual_bits: str
+    ulps: int | None = None  # None when the distance means nothing (a NaN, an i32, a bool)
+
+
+@dataclass
+class Divergence:
+    """One failed check, with what a person needs to fix it. `signature` is (check, subject,
+    kind): the subject is the rejection rule missed, or the ops the differing output depends
+    on; the kind is what differs (bits, nan, signed-zero, infinity, a status, a failure).
+    A failed check the suite could not describe structurally has only `summary`."""
+
+    check: str
+    test_id: str
+    summary: str
+    source: str = ""
+    description: str = ""
+    inputs: list[dict] = field(default_factory=list)  # {slot, dtype, shape, values, bits}
+    expected_status: str = ""
+    actual_status: str = ""
+    expected_message: str = ""
+    actual_message: str = ""  # the implementation's exception or stderr
+    elements: list[Element] = field(default_factory=list)
+    highlight: list[int] = field(default_factory=list)  # 1-based lines of `source`
+    trace: str = ""
+    expanded: str = ""
+    case_file: str = ""
+    replay: str = ""
+    signature: tuple[str, str, str] = ("", "", "")
+    statements: int = 0
+
+    @property
+    def key(self) -> str:
+        return " / ".join(self.signature)
+
+
+@dataclass
+class Report:
+    """A whole run. `checks`: check -> outcome -> count. `ops`: op -> check -> [cases run,
+    divergences]. `ulps`: op -> {max, mean, samples, declared} for the forward ulp chart."""
+
+    implementation: dict
+    profile: str = ""
+    started: str = ""
+    seconds: float = 0.0
+    checks: dict[str, dict[str, int]] = field(default_factory=dict)
+    ops: dict[str, dict[str, list[int]]] = field(default_factory=dict)
+    ulps: dict[str, dict] = field(default_factory=dict)
+    divergences: list[Divergence] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    schema: str = SCHEMA
+
+
+def divergence_to_dict(d: Divergence) -> dict:
+    return asdict(d)
+
+
+def divergence_from_dict(data: dict) -> Divergence:
+    known = {f.name for f in fields(Divergence)}
+    values = {k: v for k, v in data.items() if k in known}
+    values["elements"] = [Element(**e) for e in values.get("elements", [])]
+    values["signature"] = tuple(values.get("signature", ("", "", "")))
+    return Divergence(**values)
+
+
+def to_json(report: Report) -> str:
+    return json.dumps(asdict(report), indent=1, sort_keys=True)
+
+
+def from_json(text: str) -> Report:
+    data = json.loads(text)
+    schema = str(data.get("schema", ""))
+    if schema != SCHEMA:
+        raise ValueError(f"a report of schema {schema!r}; this reader knows {SCHEMA!r}")
+    data["divergences"] = [divergence_from_dict(d) for d in data.get("divergences", [])]
+    known = {f.name for f in fields(Report)}
+    return Report(**{k: v for k, v in data.items() if k in known})
+
+
+def smallest_per_signature(divergences: list[Divergence]) -> list[Divergence]:
+    """One divergence per signature, the smallest program (then the shortest text) of each,
+    in the order the signatures were first seen."""
+    best: dict[tuple, Divergence] = {}
+    for d in divergences:
+        held = best.get(d.signature)
+        if held is None or (d.statements, len(d.source)) < (held.statements, len(held.source)):
+            best[d.signature] = d
+    return list(best.values())
