@@ -31,12 +31,28 @@ def main(argv: list[str] | None = None) -> int:
     vectors.add_argument("--profile", default="ci", choices=["ci", "dev", "nightly"],
                          help="ci: the same vectors every time; dev, nightly: fresh ones")
     vectors.add_argument("--seed", type=int, default=None, help="draw the set of this seed")
+    fuzz = commands.add_parser("fuzz", help="run the generated checks continuously")
+    fuzz.add_argument("--impl", required=True)
+    fuzz.add_argument("--minutes", type=float, required=True)
+    fuzz.add_argument("--jobs", type=int, default=1, help="processes (default 1)")
+    fuzz.add_argument("--out", default="fuzz-out", help="where divergences, the database and "
+                      "the report go (default fuzz-out/)")
+    fuzz.add_argument("--report", default=None, help="the HTML report (default OUT/report.html)")
+    fuzz.add_argument("--database", default="default", help="the Hypothesis example database: "
+                      "a folder (default OUT/database), redis://HOST:PORT/DB, or none")
+    fuzz.add_argument("--check", dest="checks", action="append", default=None,
+                      help="fuzz only this check (repeatable); default all")
+    fuzz.add_argument("--batch", type=int, default=50,
+                      help="Hypothesis examples per check before the next check's turn")
+    fuzz.add_argument("--case-timeout", type=float, default=20.0)
     args = parser.parse_args(argv)
     try:
         if args.command == "replay":
             return _replay(args)
         if args.command == "vectors":
             return _vectors(args)
+        if args.command == "fuzz":
+            return _fuzz(args)
     except (OSError, ValueError, IRError) as problem:
         print(f"python -m conformance {args.command}: {problem}", file=sys.stderr)
         return 2
@@ -78,6 +94,20 @@ def _vectors(args) -> int:
     print(f"{manifest['count']} vectors in {out}/ ({size / 1e6:.2f} MB with index.json): "
           + ", ".join(f"{n} {k}" for k, n in sorted(classes.items())))
     return 0
+
+
+def _fuzz(args) -> int:
+    import pathlib
+
+    from .fuzz import fuzz
+    if args.jobs < 1 or args.minutes <= 0:
+        raise ValueError("--jobs must be at least 1 and --minutes more than 0")
+    out = pathlib.Path(args.out)
+    report = pathlib.Path(args.report) if args.report else out / "report.html"
+    progress = fuzz(args.impl, minutes=args.minutes, jobs=args.jobs, out=out, report=report,
+                    database=args.database, checks=args.checks, batch=args.batch,
+                    timeout=args.case_timeout)
+    return 1 if progress.best else 0
 
 
 if __name__ == "__main__":

@@ -37,7 +37,8 @@ class Recorder:
         self.reset()
 
     def reset(self) -> None:
-        self.check, self.test_id, self.pending = "", "", None
+        self.check, self.test_id, self.pending, self.last = "", "", None, None
+        self.cases = 0
         self.ops: dict[str, dict[str, list[int]]] = defaultdict(dict)
         self.ulps: dict[str, dict] = {}
 
@@ -46,6 +47,7 @@ class Recorder:
 
     def case(self, features) -> None:
         """A generated case ran under the current check."""
+        self.cases += 1
         for op in features:
             self.ops[op].setdefault(self.check, [0, 0])[0] += 1
 
@@ -54,10 +56,12 @@ class Recorder:
         self.pending = (source, buffers, want, got, summary, description, rule)
 
     def finish(self, failed: bool, text: str, *, impl_spec: str,
-               cases_dir: pathlib.Path | None) -> Divergence | None:
+               cases_dir: pathlib.Path | None = None) -> Divergence | None:
         """The divergence of a test that just ended (None if it passed): the pending record
-        if there is one, else the failure's text alone."""
+        if there is one, else the failure's text alone. Its case file goes into `cases_dir`
+        now, or later through `save` (None)."""
         pending, self.pending = self.pending, None
+        self.last = None
         if not failed:
             return None
         if pending is None:
@@ -69,10 +73,18 @@ class Recorder:
         for op in d.signature[1].split("+"):
             if op:
                 self.ops[op].setdefault(self.check, [0, 0])[1] += 1
+        self.last = (source, buffers, want)
         if cases_dir is not None:
-            d.case_file = str(save_case(d, source, buffers, want, cases_dir))
-            d.replay = replay_command(d.case_file, impl_spec)
+            self.save(d, cases_dir, impl_spec)
         return d
+
+    def save(self, d: Divergence, folder: pathlib.Path, impl_spec: str) -> None:
+        """Save the divergence `finish` just returned as a case file, and say how to replay
+        it. A divergence without a program (a check that failed otherwise) has none."""
+        if self.last is not None:
+            source, buffers, want = self.last
+            d.case_file = str(save_case(d, source, buffers, want, folder))
+            d.replay = replay_command(d.case_file, impl_spec)
 
 
 RECORDER = Recorder()

@@ -15,7 +15,8 @@ import jinja2
 
 from .records import Report
 
-OUTCOMES = ("passed", "failed", "skipped", "xfailed")
+# The columns of the checks table, those a run has: a fuzz run counts cases, not tests.
+OUTCOMES = ("cases", "passed", "failed", "skipped", "xfailed")
 
 
 def render(report: Report) -> str:
@@ -24,10 +25,12 @@ def render(report: Report) -> str:
                                      lstrip_blocks=True)
     checks = sorted(report.checks)
     op_checks = sorted({c for per_op in report.ops.values() for c in per_op})
+    outcomes = [o for o in OUTCOMES if o == "failed" or any(o in per for per in
+                                                             report.checks.values())]
     return environment.get_template("report.html.j2").render(
-        report=report, checks=checks, outcomes=OUTCOMES, op_checks=op_checks,
+        report=report, checks=checks, outcomes=outcomes, op_checks=op_checks,
         ops=sorted(report.ops), chart=ulp_chart(report.ulps),
-        totals={o: sum(report.checks[c].get(o, 0) for c in checks) for o in OUTCOMES},
+        totals={o: sum(report.checks[c].get(o, 0) for c in checks) for o in outcomes},
         lines=_numbered, short=_short)
 
 
