@@ -44,6 +44,8 @@ def main(argv: list[str] | None = None) -> int:
                       help="fuzz only this check (repeatable); default all")
     fuzz.add_argument("--batch", type=int, default=50,
                       help="Hypothesis examples per check before the next check's turn")
+    fuzz.add_argument("--rounds", type=int, default=None,
+                      help="stop after this many batches of each check (default: --minutes)")
     fuzz.add_argument("--case-timeout", type=float, default=20.0)
     args = parser.parse_args(argv)
     try:
@@ -106,7 +108,7 @@ def _fuzz(args) -> int:
     report = pathlib.Path(args.report) if args.report else out / "report.html"
     progress = fuzz(args.impl, minutes=args.minutes, jobs=args.jobs, out=out, report=report,
                     database=args.database, checks=args.checks, batch=args.batch,
-                    timeout=args.case_timeout)
+                    rounds=args.rounds, timeout=args.case_timeout)
     return 1 if progress.best else 0
 
 

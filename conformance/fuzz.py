@@ -83,9 +83,10 @@ def save_divergence(d: Divergence, folder: pathlib.Path) -> pathlib.Path:
 
 
 def _worker(worker: int, spec: str, out: str, database: str | None, deadline: float,
-            batch: int, checks: list[str], messages, timeout: float) -> None:
-    """One fuzzing process: load, then run the checks in turn until `deadline`. Every
-    message to the parent starts with the worker's number."""
+            batch: int, rounds: int | None, checks: list[str], messages,
+            timeout: float) -> None:
+    """One fuzzing process: load, then run the checks in turn until `deadline` (or for
+    `rounds` batches each). Every message to the parent starts with the worker's number."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
     import importlib
 
@@ -116,7 +117,8 @@ def _worker(worker: int, spec: str, out: str, database: str | None, deadline: fl
     root = pathlib.Path(out) / "divergences"
     import pytest
     try:
-        while tests and time.time() < deadline:
+        while tests and time.time() < deadline and rounds != 0:
+            rounds = None if rounds is None else rounds - 1
             for name in list(tests):
                 if time.time() >= deadline:
                     break
@@ -213,8 +215,8 @@ class Progress:
 
 def fuzz(spec: str, *, minutes: float, jobs: int = 1, out: pathlib.Path,
          report: pathlib.Path | None = None, database: str | None = "default",
-         checks: list[str] | None = None, batch: int = 50, timeout: float = 20.0,
-         log=sys.stderr) -> Progress:
+         checks: list[str] | None = None, batch: int = 50, rounds: int | None = None,
+         timeout: float = 20.0, log=sys.stderr) -> Progress:
     """Fuzz `spec` for `minutes` in `jobs` processes; write the report (and its JSON beside
     it) at the end, and on KeyboardInterrupt. Returns what it saw."""
     out.mkdir(parents=True, exist_ok=True)
@@ -229,7 +231,7 @@ def fuzz(spec: str, *, minutes: float, jobs: int = 1, out: pathlib.Path,
     context = multiprocessing.get_context("spawn")
     messages = context.Queue()
     workers = [context.Process(target=_worker, daemon=True, args=(
-        k, spec, str(out), database, deadline, batch, checks, messages, timeout))
+        k, spec, str(out), database, deadline, batch, rounds, checks, messages, timeout))
         for k in range(jobs)]
     progress = Progress(checks)
     try:

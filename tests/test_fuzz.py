@@ -1,0 +1,156 @@
+"""The fuzzer of issue 5: it keeps what it finds on disk the moment it finds it (a SIGKILL
+loses nothing written), writes its report at the end and on Ctrl-C, deduplicates by
+signature, and shares its Hypothesis database between runs and machines. SPEC.md, "Fuzzing"."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conformance.fuzz import Progress, fuzz
+from conformance.implementation import load
+from conformance.replay import replay
+from reports.records import Divergence, divergence_from_dict, divergence_to_dict
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+FAULT = "implementations.faults.recip_form"
+CHECK = "test_gradients_bit_for_bit"
+
+
+def _start(out: pathlib.Path, *extra) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "conformance", "fuzz", f"--impl={FAULT}", "--minutes", "10",
+         "--out", str(out), "--check", CHECK, *extra], cwd=ROOT, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def _records(out: pathlib.Path) -> list[pathlib.Path]:
+    return sorted((out / "divergences").glob("*/*.json"))
+
+
+def _wait_for_a_divergence(out: pathlib.Path, process, seconds: float = 300) -> None:
+    end = time.monotonic() + seconds
+    while not _records(out):
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < end, "no divergence found in time"
+        time.sleep(0.5)
+
+
+def test_a_run_killed_with_sigkill_keeps_what_it_found(tmp_path):
+    process = _start(tmp_path)
+    try:
+        _wait_for_a_divergence(tmp_path, process)
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.communicate()
+    faulty = load(FAULT)
+    for path in _records(tmp_path):
+        d = divergence_from_dict(json.loads(path.read_text()))
+        assert d.check == CHECK and d.signature[2] == "bits"
+        agrees, text = replay(faulty, d.case_file)
+        assert not agrees, text
+    assert not (tmp_path / "report.html").exists()  # killed: no chance to write it
+
+
+def test_ctrl_c_writes_the_report(tmp_path):
+    process = _start(tmp_path)
+    _wait_for_a_divergence(tmp_path, process)
+    time.sleep(1.0)  # let the parent take the worker's message
+    os.kill(process.pid, signal.SIGINT)
+    try:
+        _, stderr = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    assert "interrupted: writing the report" in stderr, stderr
+    assert f"report written: {tmp_path / 'report.html'}" in stderr
+    html = (tmp_path / "report.html").read_text()
+    assert f'<h3 class="check">{CHECK}</h3>' in html
+    assert "distinct divergences: " in stderr and " cases " in stderr and "/s" in stderr
+    assert process.returncode == 1
+
+
+def test_progress_keeps_the_smallest_of_each_signature():
+    progress = Progress([CHECK])
+    sig = (CHECK, "add+gradient+recip", "bits")
+    big = Divergence(CHECK, "i", "s", source="a\nb\nc", statements=3, signature=sig)
+    small = Divergence(CHECK, "i", "s", source="a\nb", statements=2, signature=sig)
+    other = Divergence(CHECK, "i", "s", source="a", statements=1,
+                       signature=(CHECK, "mul", "bits"))
+    for worker, d in enumerate([big, small, other, big]):
+        progress.take((worker % 2, "divergence", divergence_to_dict(d)))
+    progress.take((0, "cases", CHECK, 10, {"add": {CHECK: [10, 1]}}))
+    progress.take((1, "cases", CHECK, 5, {"add": {CHECK: [5, 0]}}))
+    report = progress.report(jobs=2)
+    assert [d.source for d in report.divergences] == ["a\nb", "a"]
+    assert progress.found == 4 and report.checks[CHECK] == {"cases": 15, "failed": 2}
+    assert report.ops == {"add": {CHECK: [15, 1]}}
+
+
+def _finds_from_the_database(tmp_path, database: str) -> None:
+    """A first run finds the fault; a second, allowed one generated example, finds the very
+    program the first one shrank to: the database's replay, not luck."""
+    first = fuzz(FAULT, minutes=3, rounds=6, jobs=1, out=tmp_path / "one", database=database,
+                 checks=[CHECK], log=open(os.devnull, "w"))
+    assert first.best, "the first run found nothing to store"
+    second = fuzz(FAULT, minutes=3, rounds=1, batch=1, jobs=1, out=tmp_path / "two",
+                  database=database, checks=[CHECK], log=open(os.devnull, "w"))
+    found = {d.source for d in first.best.values()}
+    assert second.best and {d.source for d in second.best.values()} <= found
+
+
+def test_the_database_persists_between_runs(tmp_path):
+    _finds_from_the_database(tmp_path, str(tmp_path / "shared-database"))
+    assert any((tmp_path / "shared-database").rglob("*"))
+
+
+def _redis_package() -> bool:
+    try:
+        import redis  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@pytest.mark.skipif(shutil.which("redis-server") is None or not _redis_package(),
+                    reason="needs redis-server (Debian's redis-server, which make test "
+                    "installs where it can) and the redis package (the [redis] extra)")
+def test_a_redis_database_is_shared(tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen(["redis-server", "--port", str(port), "--save", "",
+                               "--appendonly", "no", "--dir", str(tmp_path)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        import redis
+        client = redis.Redis(port=port)
+        for _ in range(100):
+            try:
+                client.ping()
+                break
+            except redis.ConnectionError:
+                time.sleep(0.1)
+        _finds_from_the_database(tmp_path, f"redis://127.0.0.1:{port}/0")
+        assert client.dbsize() > 0
+    finally:
+        server.kill()
+        server.wait()
+
+
+def test_bad_fuzz_arguments_are_usage_errors(tmp_path):
+    for argv in (["--minutes", "0"], ["--minutes", "1", "--check", "nope"],
+                 ["--minutes", "1", "--jobs", "0"]):
+        run = subprocess.run([sys.executable, "-m", "conformance", "fuzz", f"--impl={FAULT}",
+                              "--out", str(tmp_path), *argv], cwd=ROOT, capture_output=True,
+                             text=True, timeout=120)
+        assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr

@@ -1,0 +1,243 @@
+"""The reports, replay and vectors of issue 5: what a person sees of a divergence, that
+nothing an implementation says can run in the page, and that every saved case replays.
+SPEC.md, "Reports", "Replay", "Test vectors"."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from conformance.implementation import Outcome, load
+from conformance.record import describe
+from conformance.replay import replay
+from reference import cases
+from reports.html import render, ulp_chart
+from reports.records import (
+    Divergence,
+    Report,
+    from_json,
+    smallest_per_signature,
+    to_json,
+)
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+HOSTILE = str(ROOT / "tests" / "impls" / "hostile.py")
+RECIP = (ROOT / "cases" / "gradient" / "op_form_recip.ir")
+
+
+def _suite(tmp_path, impl, *select, extra=()):
+    """Run the conformance suite in a subprocess, as a user would; return its result."""
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "conformance", f"--impl={impl}", "-q", "-p",
+         "no:cacheprovider", f"--report={tmp_path / 'report.html'}",
+         f"--report-json={tmp_path / 'report.json'}", *extra, "-k", " or ".join(select)],
+        cwd=ROOT, capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def faulty_run(tmp_path_factory):
+    """The suite's case files and gradient checks against the recip-form fault."""
+    out = tmp_path_factory.mktemp("faulty")
+    result = _suite(out, "implementations.faults.recip_form", "op_form_recip",
+                    "test_gradients_bit_for_bit", "test_forward_error_per_op")
+    return out, result
+
+
+def test_a_failing_run_writes_both_reports(faulty_run):
+    out, result = faulty_run
+    assert result.returncode == 1, result.stdout[-2000:]
+    report = from_json((out / "report.json").read_text())
+    checks = {d.check for d in report.divergences}
+    assert {"test_case_file", "test_gradients_bit_for_bit"} <= checks
+    assert report.checks["test_case_file"]["failed"] == 1
+    assert report.checks["test_forward_error_per_op"]["passed"] == 8
+    assert report.implementation["name"] == "fast-fault-recip_form"
+    assert set(report.ulps) == {"add", "exp2", "log2", "max", "mul", "recip", "sin", "sqrt"}
+    html = (out / "report.html").read_text()
+    for d in report.divergences:
+        assert d.check in html and d.elements, d
+        e = d.elements[0]
+        assert e.expected_bits in html and e.actual_bits in html and e.ulps == 1
+        assert d.trace and "received [" in d.trace and d.expanded
+        assert d.replay in html.replace("&#39;", "'")
+    assert "<svg" in html and "forward error per op" in html
+
+
+def test_the_differing_output_is_highlighted(faulty_run):
+    out, _ = faulty_run
+    report = from_json((out / "report.json").read_text())
+    d = next(d for d in report.divergences if d.check == "test_case_file")
+    lines = d.source.splitlines()
+    highlighted = [lines[k - 1] for k in d.highlight]
+    slot = d.elements[0].slot
+    buffer = next(s.split()[0] for s in lines if f"slot={slot} " in s)
+    assert any(t.startswith(f"store {buffer} ") for t in highlighted), highlighted
+    assert all(not t.startswith("%x = load") for t in highlighted)
+    assert "recip" in d.signature[1].split("+") and d.signature[2] == "bits"
+
+
+def test_every_saved_divergence_replays(faulty_run):
+    out, _ = faulty_run
+    report = from_json((out / "report.json").read_text())
+    faulty = load("implementations.faults.recip_form")
+    fast = load("implementations.fast")
+    for d in report.divergences:
+        assert pathlib.Path(d.case_file).parent == out / "report.cases"
+        agrees, text = replay(faulty, d.case_file)
+        assert not agrees and "DIVERGES" in text
+        assert d.elements[0].expected_bits in text and d.elements[0].actual_bits in text
+        assert replay(fast, d.case_file)[0]
+
+
+def test_replay_command_line(faulty_run):
+    out, _ = faulty_run
+    d = from_json((out / "report.json").read_text()).divergences[0]
+    run = subprocess.run(d.replay, shell=True, cwd=ROOT, capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 1 and "DIVERGES" in run.stdout, run.stdout + run.stderr
+    fine = subprocess.run([sys.executable, "-m", "conformance", "replay", d.case_file,
+                           "--impl=reference"], cwd=ROOT, capture_output=True, text=True)
+    assert fine.returncode == 0 and "AGREES" in fine.stdout
+    bad = subprocess.run([sys.executable, "-m", "conformance", "replay", "no/such.ir",
+                          "--impl=reference"], cwd=ROOT, capture_output=True, text=True)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr and "no/such.ir" in bad.stderr
+
+
+@pytest.fixture(scope="module")
+def hostile_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("hostile")
+    result = _suite(out, HOSTILE, "op_form_recip")
+    return out, result
+
+
+def test_what_an_implementation_says_is_escaped(hostile_run):
+    out, result = hostile_run
+    assert result.returncode == 1, result.stdout[-2000:]
+    html = (out / "report.html").read_text()
+    assert "<script" not in html.lower()
+    assert "&lt;script&gt;document.body.innerHTML=&#39;PWNED&#39;&lt;/script&gt;" in html
+    assert "hostile &lt;b&gt;impl&lt;/b&gt;" in html and "<b>impl</b>" not in html
+
+
+def test_records_escape_in_a_rendered_report():
+    """The pure renderer, with markup in every field a record carries."""
+    evil = "<img src=x onerror=alert(1)>"
+    d = Divergence(check=evil, test_id=evil, summary=evil, source=f"{evil}\nline", highlight=[1],
+                   actual_message=evil, trace=evil, expanded=evil, replay=evil,
+                   inputs=[{"slot": 0, "dtype": "f32", "shape": [], "values": [evil],
+                            "bits": [evil]}], signature=(evil, evil, evil))
+    report = Report(implementation={"name": evil, "version": evil, "spec": evil,
+                                    "capabilities": {"unsupported": [evil]}},
+                    checks={evil: {"failed": 1}}, ops={evil: {evil: [1, 1]}},
+                    ulps={evil: {"max": 1, "declared": 0}}, divergences=[d], notes=[evil])
+    html = render(report)
+    assert "<img" not in html and "&lt;img" in html
+
+
+def _chromium() -> str | None:
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def _browse(page: pathlib.Path, tmp_path, *extra) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+         "--no-first-run", "--disable-background-networking", "--disable-component-update",
+         "--disable-sync", f"--user-data-dir={tmp_path / 'profile'}", *extra, page.as_uri()],
+        capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.skipif(_chromium() is None, reason="Chromium is not installed (make test installs "
+                    "Debian's chromium where it can: apt-get, as root)")
+def test_a_real_browser_renders_the_failing_check(hostile_run, tmp_path):
+    """Chromium opens the report of the hostile implementation: the DOM it renders names the
+    failing check and shows the script as text, which therefore never ran."""
+    out, _ = hostile_run
+    dom = _browse(out / "report.html", tmp_path, "--dump-dom")
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert '<h3 class="check">test_case_file</h3>' in dom.stdout
+    assert 'id="divergence-count">1<' in dom.stdout
+    assert "PWNED" in dom.stdout and "<script" not in dom.stdout.lower()
+    shot = tmp_path / "shot.png"
+    _browse(out / "report.html", tmp_path, f"--screenshot={shot}", "--window-size=1000,1400")
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
+
+
+def test_json_round_trips_and_refuses_other_schemas():
+    source = RECIP.read_text()
+    case = cases.parse_case(source)
+    slots = cases.buffer_slots(source)
+    buffers = cases.initial_buffers(case, slots)
+    want = Outcome("ok", {1: np.array(1.0, np.float32)})
+    got = Outcome("ok", {1: np.array(-0.0, np.float32)})
+    d = describe("check", "id", source, buffers, want, got, summary="s")
+    assert d.signature[2] == "bits" and d.elements[0].ulps is not None
+    report = Report(implementation={"name": "x"}, divergences=[d])
+    again = from_json(to_json(report))
+    assert again == report
+    data = json.loads(to_json(report))
+    data["schema"] = "gradient-conformance-report/2"
+    with pytest.raises(ValueError, match="schema"):
+        from_json(json.dumps(data))
+
+
+def test_kinds_of_difference():
+    src = "%a = buffer slot=0 dtype=f32 shape=[4]\n%x = load %a\n%y = sqrt %x\nstore %a %y\n"
+    want = Outcome("ok", {0: np.array([0.0, 1.0, np.nan, np.inf], np.float32)})
+    kinds = []
+    for got in ([-0.0, 1.0, np.nan, np.inf], [0.0, np.nan, np.nan, np.inf],
+                [0.0, 1.0, np.nan, 3.0], [0.0, 1.5, np.nan, np.inf]):
+        d = describe("c", "i", src, {}, want, Outcome("ok", {0: np.array(got, np.float32)}),
+                     summary="")
+        kinds.append(d.signature[2])
+    assert kinds == ["signed-zero", "nan", "infinity", "bits"]
+    rejected = describe("c", "i", src, {}, want, Outcome("rejected", message="no"), summary="")
+    assert rejected.signature == ("c", "sqrt", "ok->rejected")
+
+
+def test_smallest_per_signature():
+    a = Divergence("c", "i", "s", source="x\ny\nz", statements=3, signature=("c", "add", "bits"))
+    b = Divergence("c", "i", "s", source="x\ny", statements=2, signature=("c", "add", "bits"))
+    c = Divergence("c", "i", "s", source="x", statements=1, signature=("c", "mul", "bits"))
+    assert smallest_per_signature([a, c, b]) == [b, c]
+
+
+def test_the_ulp_chart_marks_what_exceeds_the_bound():
+    svg = ulp_chart({"sin": {"max": 3, "declared": 1, "mean": 0.5, "samples": 9},
+                     "add": {"max": 0, "declared": 0, "mean": 0.0, "samples": 9}})
+    assert svg.count('class="bad"') == 1 and svg.count("<rect") == 1
+    assert ulp_chart({}) == ""
+
+
+def test_vectors_export_and_check(tmp_path):
+    out = tmp_path / "vectors"
+    run = subprocess.run([sys.executable, "-m", "conformance", "vectors", "--out", str(out),
+                          "--count", "40"], cwd=ROOT, capture_output=True, text=True,
+                         timeout=600)
+    assert run.returncode == 0, run.stderr
+    manifest = json.loads((out / "index.json").read_text())
+    assert manifest["count"] == 40 == len(list(out.glob("*.ir")))
+    classes = {v["class"].split()[0] for v in manifest["vectors"]}
+    assert classes == {"bit-exact", "rejection", "ulp-bounded"}
+    reference, fast = load("reference"), load("implementations.fast")
+    faulty = load("implementations.faults.reversed_fold")
+    missed = 0
+    for v in manifest["vectors"]:
+        text = (out / v["file"]).read_text()
+        assert hashlib.sha256(text.encode()).hexdigest() == v["sha256"]
+        assert f"#: class {v['class']}" in text
+        assert replay(reference, str(out / v["file"]))[0], v
+        if v["class"] == "bit-exact" and not v["uses"]:
+            assert replay(fast, str(out / v["file"]))[0], v
+        missed += not replay(faulty, str(out / v["file"]))[0]
+    assert missed > 0  # the order-sensitive vectors catch a reversed fold
+    again = tmp_path / "again"
+    subprocess.run([sys.executable, "-m", "conformance", "vectors", "--out", str(again),
+                    "--count", "40"], cwd=ROOT, check=True, capture_output=True, timeout=600)
+    assert (again / "index.json").read_text() == (out / "index.json").read_text()
