@@ -10,18 +10,31 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet -e '.[dev,redis]'
 	touch $(STAMP)
 
+# Debian's Chromium and Redis server, for the report's browser test and the shared fuzzing
+# database's test. Only where we are root with apt-get; elsewhere those tests skip, saying why.
+SYSTEM_STAMP := $(VENV)/.system
+$(SYSTEM_STAMP): | $(STAMP)
+	@if command -v chromium >/dev/null && command -v redis-server >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+			chromium redis-server >/dev/null) || echo "could not install chromium, redis-server"; \
+	else echo "not root with apt-get: the browser and Redis tests will skip"; fi
+	touch $(SYSTEM_STAMP)
+
 # Every test of the project, plus the linter.
-test: $(STAMP)
+test: $(STAMP) $(SYSTEM_STAMP)
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q
 
-# The main job: the conformance suite, ci profile, against the bundled fast implementation.
+# The main job: the conformance suite, ci profile, against the bundled fast implementation,
+# with its HTML report (and JSON beside it) in out/.
 IMPL ?= implementations.fast
 conformance: $(STAMP)
-	$(PY) -m pytest conformance --impl=$(IMPL) --profile=ci -q
+	$(PY) -m pytest conformance --impl=$(IMPL) --profile=ci -q \
+		--report=out/conformance.html --report-json=out/conformance.json
 
 # The opt-in slow profile: 10^5 bit patterns per op for the rounding cross-check, and more.
 slow: $(STAMP)
