@@ -27,3 +27,16 @@ def impl(request):
     if impl is None:
         pytest.skip("no --impl given: the conformance suite is inert")
     return impl
+
+
+@pytest.fixture(autouse=True)
+def _protocol_function(request):
+    """Skip a check whose protocol function the implementation does not define: each check
+    module names the one it needs (`build` unless it says)."""
+    if "impl" not in request.fixturenames:
+        return
+    impl = request.getfixturevalue("impl")
+    function = getattr(request.module, "PROTOCOL_FUNCTION", "build")
+    if not impl.provides(function):
+        pytest.skip(f"{impl.label} defines no {function}(): these checks are for "
+                    "implementations that do (SPEC.md, \"The protocol\")")

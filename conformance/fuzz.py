@@ -31,7 +31,14 @@ import time
 import traceback
 
 from reports.html import render
-from reports.records import Divergence, Report, divergence_from_dict, divergence_to_dict, to_json
+from reports.records import (
+    Divergence,
+    Report,
+    divergence_from_dict,
+    divergence_to_dict,
+    representatives,
+    to_json,
+)
 
 from .record import RECORDER, write_atomically
 
@@ -179,12 +186,14 @@ class Progress:
         elapsed = time.monotonic() - self.clock
         total = sum(self.cases.values())
         per_check: dict[str, int] = {}
-        for d in self.best.values():
+        shown = representatives(list(self.best.values()))
+        for d in shown:
             per_check[d.check] = per_check.get(d.check, 0) + 1
         found = ", ".join(f"{c.removeprefix('test_')} {n}" for c, n in sorted(per_check.items()))
         return (f"fuzz {int(elapsed) // 60:02d}:{int(elapsed) % 60:02d}  {total} cases  "
                 f"{total / max(elapsed, 1e-9):.1f}/s  distinct divergences: "
-                f"{len(self.best)}{' (' + found + ')' if found else ''}")
+                f"{len(shown)}{' (' + found + ')' if found else ''}, "
+                f"{len(self.best)} signatures")
 
     def report(self, jobs: int) -> Report:
         ops: dict[str, dict[str, list[int]]] = {}
@@ -194,8 +203,9 @@ class Progress:
                     cell = ops.setdefault(op, {}).setdefault(check, [0, 0])
                     cell[0] += n
                     cell[1] += bad
+        shown = representatives(list(self.best.values()))
         distinct: dict[str, int] = {}
-        for d in self.best.values():
+        for d in shown:
             distinct[d.check] = distinct.get(d.check, 0) + 1
         checks = {c: {"cases": n, "failed": distinct.get(c, 0)} for c, n in self.cases.items()}
         for c in self.skipped:
@@ -203,13 +213,14 @@ class Progress:
         elapsed = time.monotonic() - self.clock
         notes = [f"A fuzz run: {jobs} processes, {sum(self.cases.values())} cases in "
                  f"{elapsed:.0f} s ({sum(self.cases.values()) / max(elapsed, 1e-9):.1f} per "
-                 f"second); {self.found} divergences found, {len(self.best)} distinct by "
-                 "signature, the smallest of each shown. 'failed' counts distinct signatures."]
+                 f"second); {self.found} divergences found, {len(self.best)} distinct "
+                 f"signatures, shown as {len(shown)}: the smallest of each signature, and "
+                 "of those only the ones whose ops no simpler one's explain ('also seen "
+                 "as' lists the rest). 'failed' counts those shown."]
         notes += [f"{c} skipped: {why}" for c, why in sorted(self.skipped.items())]
         return Report(implementation=self.implementation, profile="fuzz",
                       started=self.started.isoformat(timespec="seconds"), seconds=elapsed,
-                      checks=checks, ops=ops, divergences=sorted(
-                          self.best.values(), key=lambda d: (d.check, d.signature)),
+                      checks=checks, ops=ops, divergences=shown,
                       notes=notes)
 
 

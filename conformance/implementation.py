@@ -10,8 +10,11 @@ report. Nothing an implementation does escapes as an exception into the suite.
 
 from __future__ import annotations
 
+import copy
 import importlib
 import importlib.util
+import math
+import numbers
 import pathlib
 import shlex
 import signal
@@ -43,6 +46,7 @@ class Outcome:
     buffers: dict[int, np.ndarray] = field(default_factory=dict)
     message: str = ""
     index: bool = False
+    derivatives: list[int] = field(default_factory=list)  # a tape's, as f32 bit patterns
 
 
 @contextmanager
@@ -78,6 +82,28 @@ class Implementation:
     @property
     def label(self) -> str:
         return f"{self.name} {self.version}".strip()
+
+    def provides(self, function: str) -> bool:
+        """Whether the implementation defines this protocol function (`build`, `backprop`).
+        A cmd: process is asked for both; it answers what it does not do with an error."""
+        if self.command is not None:
+            return True
+        return callable(getattr(self.module, function, None))
+
+    def run_backprop(self, tape) -> Outcome:
+        """Backprop a tape: "ok" with the derivatives as f32 bits (each value returned must
+        be an f32, one per entry), "rejected" if it raised, "failure" if it misbehaved."""
+        try:
+            with _deadline(self.timeout if self.command is None else 0):
+                got = self.command.backprop(tape) if self.command is not None else \
+                    self.module.backprop(copy.deepcopy(tape))
+        except (Timeout, ImplementationFailure) as problem:
+            return Outcome("failure", message=f"backprop: {problem}")
+        except Exception as problem:  # noqa: BLE001 - any exception is a rejection
+            return Outcome("rejected", message=_describe(problem))
+        if self.command is not None:
+            return Outcome("ok", derivatives=list(got))
+        return _check_derivatives(got, len(tape))
 
     def unsupported(self) -> set[str]:
         return set(self.capabilities.get("unsupported") or [])
@@ -146,6 +172,28 @@ def _check_shape(out, declared) -> Outcome:
     return Outcome("ok", buffers)
 
 
+def _check_derivatives(got, entries: int) -> Outcome:
+    """A module's derivatives as f32 bits, or a failure saying why they are not derivatives:
+    not a sequence of one number per entry, or a number that is not an f32 value."""
+    try:
+        values = list(got)
+    except TypeError:
+        return Outcome("failure", message=f"backprop returned {type(got).__name__}, not a list")
+    if len(values) != entries:
+        return Outcome("failure", message=f"backprop returned {len(values)} derivatives for "
+                       f"{entries} entries")
+    bits = []
+    for k, v in enumerate(values):
+        if isinstance(v, bool) or not isinstance(v, numbers.Real):
+            return Outcome("failure", message=f"derivative {k} is {v!r}, not a number")
+        single = np.float32(v)
+        if not (float(single) == float(v) or (np.isnan(single) and math.isnan(float(v)))):
+            return Outcome("failure", message=f"derivative {k} is {float(v)!r}, which is not "
+                           "an f32 value: computed in another precision?")
+        bits.append(int(single.view(np.uint32)))
+    return Outcome("ok", derivatives=bits)
+
+
 def _describe(problem: BaseException) -> str:
     last = traceback.extract_tb(problem.__traceback__)[-1:] if problem.__traceback__ else []
     where = f" ({last[0].filename}:{last[0].lineno})" if last else ""
@@ -164,5 +212,12 @@ def load(spec: str, *, timeout: float = 20.0) -> Implementation:
         module = importlib.util.module_from_spec(module_spec)
         sys.modules[module_spec.name] = module
         module_spec.loader.exec_module(module)
-        return Implementation(spec, module, timeout=timeout)
-    return Implementation(spec, importlib.import_module(spec), timeout=timeout)
+        return _checked(Implementation(spec, module, timeout=timeout))
+    return _checked(Implementation(spec, importlib.import_module(spec), timeout=timeout))
+
+
+def _checked(impl: Implementation) -> Implementation:
+    if not (impl.provides("build") or impl.provides("backprop")):
+        raise ValueError(f"{impl.spec} defines neither build(source) nor backprop(tape): it "
+                         "is not an implementation (SPEC.md, \"The protocol\")")
+    return impl

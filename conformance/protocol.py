@@ -20,7 +20,7 @@ import threading
 
 import numpy as np
 
-from reference.serve import decode_buffer, encode_buffer
+from reference.serve import decode_buffer, encode_buffer, encode_tape
 
 DEFAULT_TIMEOUT = 20.0  # seconds per request; the suite passes its own per-case timeout
 STDERR_TAIL = 4000
@@ -81,6 +81,20 @@ class CommandImplementation:
                     from None
 
         return run
+
+    def backprop(self, tape) -> list[int]:
+        """Send a tape; return its derivatives as f32 bit patterns, or raise BuildRejected
+        (the tape was rejected)."""
+        reply = self._request({"backprop": encode_tape(tape)})
+        if not reply.get("ok"):
+            raise BuildRejected(str(reply.get("error", "")))
+        derivatives = reply.get("derivatives")
+        if not isinstance(derivatives, list) or not all(
+                isinstance(b, int) and not isinstance(b, bool) and 0 <= b < 2**32
+                for b in derivatives):
+            raise self._fail("junk", f"a backprop reply without a list of bit patterns: "
+                             f"{str(derivatives)[:200]}")
+        return derivatives
 
     def _build(self, source: str) -> tuple[int, int]:
         reply = self._request({"build": source})

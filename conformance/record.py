@@ -20,8 +20,11 @@ import numpy as np
 
 import reference
 from reference import cases, exact
+from reference.build import Define, Loop
 from reference.printer import format_expanded, format_trace
+from reference.rules import rule_key
 from reference.syntax import parse
+from reference.tape import format_tape_case
 from reports.records import Divergence, Element
 
 from .implementation import Outcome
@@ -53,7 +56,11 @@ class Recorder:
 
     def diverged(self, source: str, buffers, want: Outcome, got: Outcome, *,
                  summary: str, description: str = "", rule: str | None = None) -> None:
-        self.pending = (source, buffers, want, got, summary, description, rule)
+        self.pending = ("program", source, buffers, want, got, summary, description, rule)
+
+    def diverged_tape(self, tape, want: Outcome, got: Outcome, *, summary: str,
+                      description: str = "") -> None:
+        self.pending = ("tape", tape, want, got, summary, description)
 
     def finish(self, failed: bool, text: str, *, impl_spec: str,
                cases_dir: pathlib.Path | None = None) -> Divergence | None:
@@ -67,13 +74,18 @@ class Recorder:
         if pending is None:
             return Divergence(check=self.check, test_id=self.test_id, summary=_first(text),
                               actual_message=text, signature=(self.check, "", "failed"))
-        source, buffers, want, got, summary, description, rule = pending
-        d = describe(self.check, self.test_id, source, buffers, want, got, summary=summary,
-                     description=description, rule=rule)
-        for op in d.signature[1].split("+"):
-            if op:
-                self.ops[op].setdefault(self.check, [0, 0])[1] += 1
-        self.last = (source, buffers, want)
+        if pending[0] == "tape":
+            _, tape, want, got, summary, description = pending
+            d = describe_tape(self.check, self.test_id, tape, want, got, summary=summary,
+                              description=description)
+            self.last = ("tape", tape, want)
+        else:
+            _, source, buffers, want, got, summary, description, rule = pending
+            d = describe(self.check, self.test_id, source, buffers, want, got,
+                         summary=summary, description=description, rule=rule)
+            self.last = ("program", source, buffers, want)
+        for op in d.ops:
+            self.ops[op].setdefault(self.check, [0, 0])[1] += 1
         if cases_dir is not None:
             self.save(d, cases_dir, impl_spec)
         return d
@@ -81,10 +93,13 @@ class Recorder:
     def save(self, d: Divergence, folder: pathlib.Path, impl_spec: str) -> None:
         """Save the divergence `finish` just returned as a case file, and say how to replay
         it. A divergence without a program (a check that failed otherwise) has none."""
-        if self.last is not None:
-            source, buffers, want = self.last
-            d.case_file = str(save_case(d, source, buffers, want, folder))
-            d.replay = replay_command(d.case_file, impl_spec)
+        if self.last is None:
+            return
+        if self.last[0] == "tape":
+            d.case_file = str(save_tape_case(d, self.last[1], self.last[2], folder))
+        else:
+            d.case_file = str(save_case(d, *self.last[1:], folder))
+        d.replay = replay_command(d.case_file, impl_spec)
 
 
 RECORDER = Recorder()
@@ -102,12 +117,15 @@ def describe(check: str, test_id: str, source: str, buffers, want: Outcome, got:
         subject = rule
         highlight = [s.line for s in statements if s.op == "gradient"]
     else:
-        subject = "+".join(sorted({s.op for s in cone} - STRUCTURE))
         highlight = sorted({s.line for s in cone if s.op == "store" or s in _roots(cone)})
     trace = expanded = ""
+    applied: set[str] = set()
     if any(s.op == "gradient" for s in statements) and want.status == "ok":
         program = reference.compile_program(source)
         trace, expanded = format_trace(program), format_expanded(program)
+        applied = _rules_applied(program, {s.line for s in cone if s.op == "gradient"})
+    if rule is None:
+        subject = "+".join(sorted(({s.op for s in cone} | applied) - STRUCTURE))
     return Divergence(
         check=check, test_id=test_id, summary=summary, source=source,
         description=description, inputs=_inputs(source, buffers),
@@ -115,6 +133,38 @@ def describe(check: str, test_id: str, source: str, buffers, want: Outcome, got:
         expected_message=want.message, actual_message=got.message,
         elements=elements, highlight=highlight, trace=trace, expanded=expanded,
         signature=(check, subject, kind), statements=len(statements))
+
+
+def describe_tape(check: str, test_id: str, tape, want: Outcome, got: Outcome, *,
+                  summary: str, description: str = "") -> Divergence:
+    """A tape's divergence: the tape one entry a line (the differing entry highlighted), and
+    each differing derivative as an element of slot 0. Its subject is the kinds of entry on
+    the tape, and the first differing entry's kind."""
+    lines = [f"{k}: {entry!r}" for k, entry in enumerate(tape)] if isinstance(tape, list) \
+        else [repr(tape)]
+    elements, kind, first = [], f"{want.status}->{got.status}", None
+    if got.status == "failure":
+        kind = "failure"
+    elif want.status == got.status == "ok":
+        for k, (a, b) in enumerate(zip(want.derivatives, got.derivatives, strict=True)):
+            if not exact.same_f32(a, b):
+                first = k if first is None else first
+                nan = exact.is_nan(a) or exact.is_nan(b)
+                elements.append(Element(0, k, exact.f32_to_text(a), f"0x{a:08x}",
+                                        exact.f32_to_text(b), f"0x{b:08x}",
+                                        None if nan else exact.ulp_distance(a, b)))
+        kind = _kind(want.derivatives[first], got.derivatives[first]) if elements else "none"
+    kinds = sorted({str(e[0]) for e in tape if isinstance(e, list | tuple) and e}) \
+        if isinstance(tape, list) else []
+    subject = (want.message if want.status == "rejected" else
+               "tape:" + "+".join(kinds))
+    return Divergence(check=check, test_id=test_id, summary=summary,
+                      source="\n".join(lines), description=description,
+                      expected_status=want.status, actual_status=got.status,
+                      expected_message=want.message, actual_message=got.message,
+                      elements=elements[:MAX_ELEMENTS],
+                      highlight=[first + 1] if first is not None else [],
+                      signature=(check, subject, kind), statements=len(lines))
 
 
 def differing_elements(want: Outcome, got: Outcome) -> tuple[list[Element], str]:
@@ -215,6 +265,21 @@ def _cone(source: str, slot: int | None) -> list:
     return sorted(seen.values(), key=lambda s: s.line)
 
 
+def _rules_applied(program, lines: set[int]) -> set[str]:
+    """The rows of the rules table (rules.rule_key) that the gradients on `lines` applied:
+    the ops of the nodes their walks visited. A gradient of a gradient walks the first one's
+    nodes, so the rules inside it (recip in sqrt's) are among them."""
+    found: set[str] = set()
+    work = list(program.statements)
+    while work:
+        s = work.pop()
+        if isinstance(s, Loop):
+            work += s.body
+        elif isinstance(s, Define) and s.expansion is not None and s.line in lines:
+            found |= {rule_key(v.node) for v in s.expansion.visits if v.node.op != "load"}
+    return found
+
+
 def _roots(cone: list) -> set:
     """The values stored: the statements a store in the cone names."""
     names = {s.operands[1].text for s in cone if s.op == "store" and len(s.operands) > 1}
@@ -236,6 +301,18 @@ def save_case(d: Divergence, source: str, buffers, want: Outcome,
     folder.mkdir(parents=True, exist_ok=True)
     digest = hashlib.sha256(text.encode()).hexdigest()[:12]
     path = folder / f"{_slug(d.check)}-{digest}.ir"
+    write_atomically(path, text)
+    return path
+
+
+def save_tape_case(d: Divergence, tape, want: Outcome, folder: pathlib.Path) -> pathlib.Path:
+    """A tape's divergence as a tape case file (JSON), named by its content's hash."""
+    text = format_tape_case(
+        tape, derivatives=want.derivatives if want.status == "ok" else None,
+        error=(want.message or "any") if want.status == "rejected" else None,
+        description=f"divergence found by {d.check}: {d.summary}")
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{_slug(d.check)}-{hashlib.sha256(text.encode()).hexdigest()[:12]}.json"
     write_atomically(path, text)
     return path
 

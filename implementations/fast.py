@@ -870,3 +870,74 @@ class Runner:
 def build(source: str):
     """The protocol's entry point: parse, check and expand; raise on an invalid program."""
     return Runner(build_program(source))
+
+
+# --- tapes (SPEC.md, "Tapes"), apart from the IR: numpy float32 throughout -----------------
+
+
+def tape_fold(shares):
+    """The sum of an entry's shares, (sender, value) pairs in arrival order: a left fold."""
+    total = shares[0][1]
+    for _, value in shares[1:]:
+        total = np.float32(total + value)
+    return total
+
+
+def tape_operands(i, j):
+    """The operands an entry passes shares to, in order (i == j receives twice)."""
+    return (i, j)
+
+
+def tape_leaf(kind, g):
+    """What a leaf's derivative is, given the sum of its shares."""
+    return g
+
+
+def _tape_value(k, v):
+    if isinstance(v, bool) or not isinstance(v, int | float | np.floating | np.integer):
+        raise Invalid(f"entry {k}: value {v!r} is not a number")
+    return np.float32(v)
+
+
+def backprop(tape):
+    with np.errstate(all="ignore"):  # IEEE overflow and NaN are values here, not warnings
+        return _backprop(tape)
+
+
+def _backprop(tape):
+    if not isinstance(tape, list | tuple) or len(tape) == 0:
+        raise Invalid("a tape is a non-empty list of entries")
+    values, ops = [], []
+    for k, entry in enumerate(tape):
+        if not isinstance(entry, list | tuple) or len(entry) == 0:
+            raise Invalid(f"entry {k}: not an entry")
+        kind = entry[0]
+        if kind in ("input", "const") and len(entry) == 2:
+            values.append(_tape_value(k, entry[1]))
+            ops.append((kind,))
+            continue
+        if kind not in ("add", "mul") or len(entry) != 3:
+            raise Invalid(f"entry {k}: {entry!r} is not an entry")
+        i, j = entry[1], entry[2]
+        for o in (i, j):
+            if isinstance(o, bool) or not isinstance(o, int | np.integer) or not 0 <= o < k:
+                raise Invalid(f"entry {k}: operand {o!r} is not an earlier entry")
+        a, b = values[i], values[j]
+        values.append(np.float32(a + b) if kind == "add" else np.float32(a * b))
+        ops.append((kind, int(i), int(j)))
+    received = [[] for _ in tape]
+    received[-1].append((len(tape), np.float32(1.0)))
+    out = [np.float32(0.0)] * len(tape)
+    for k in range(len(tape) - 1, -1, -1):
+        if not received[k]:
+            continue
+        g = tape_fold(received[k])
+        if len(ops[k]) == 1:
+            out[k] = tape_leaf(ops[k][0], g)
+            continue
+        out[k] = g
+        kind, i, j = ops[k]
+        for position, operand in enumerate(tape_operands(i, j)):
+            other = values[(j, i)[position]]
+            received[operand].append((k, g if kind == "add" else np.float32(g * other)))
+    return [float(v) for v in out]

@@ -2,6 +2,7 @@
 
 `build(source)` is the protocol entry point (SPEC.md, "The protocol"): it parses, checks and
 expands every gradient, or raises an IRError; it returns `run(buffers) -> buffers`.
+`backprop(tape)` is the tape exercise's (SPEC.md, "Tapes").
 """
 
 from __future__ import annotations
@@ -12,13 +13,14 @@ from .build import Program, build_program
 from .errors import BuildError, GradientError, IRError, ParseError, RunError
 from .interp import EXACT, NUMPY_DTYPES, Interpreter, from_numpy, to_numpy
 from .syntax import parse
+from .tape import TapeError, backprop
 
 NAME = "reference"
 VERSION = "0.1.0"
 CAPABILITIES = {"unsupported": [], "ulp": {}, "bit_exact_gradients": True}
 
 __all__ = ["BuildError", "GradientError", "IRError", "ParseError", "Program", "RunError",
-           "build", "compile_program"]
+           "TapeError", "backprop", "build", "compile_program"]
 
 
 def compile_program(source: str) -> Program:

@@ -56,7 +56,7 @@ class ExactF32:
 EXACT = ExactF32()
 
 
-def _table(d) -> dict[tuple[str, str], Callable]:
+def elementwise_table(d) -> dict[tuple[str, str], Callable]:
     """(op, operand dtype) -> the scalar function, for the elementwise ops."""
     return {
         ("add", "f32"): d.add, ("add", "i32"): exact.i32_add,
@@ -105,7 +105,7 @@ class Interpreter:
 
     def __init__(self, program: Program, domain=EXACT):
         self.program, self.domain = program, domain
-        self.elementwise = _table(domain)
+        self.elementwise = elementwise_table(domain)
         self.casts, self.bitcasts = _casts(domain), _bitcasts(domain)
 
     def run(self, memory: dict[int, np.ndarray]) -> dict[int, np.ndarray]:

@@ -52,6 +52,11 @@ class Divergence:
     replay: str = ""
     signature: tuple[str, str, str] = ("", "", "")
     statements: int = 0
+    also: list[str] = field(default_factory=list)  # signatures this one stands for
+
+    @property
+    def ops(self) -> frozenset[str]:
+        return frozenset(op for op in self.signature[1].split("+") if op)
 
     @property
     def key(self) -> str:
@@ -110,3 +115,23 @@ def smallest_per_signature(divergences: list[Divergence]) -> list[Divergence]:
         if held is None or (d.statements, len(d.source)) < (held.statements, len(held.source)):
             best[d.signature] = d
     return list(best.values())
+
+
+def representatives(divergences: list[Divergence]) -> list[Divergence]:
+    """The divergences a person needs to read: the smallest of each signature, and of those,
+    only the ones no simpler divergence explains. A divergence of the same check and kind
+    whose ops include all the ops of another is presumed the same fault, reached through
+    more ops (recip's rule, reached also through an expand, or through sqrt's second
+    derivative), and is listed in that one's `also` instead of shown. (A missed rejection's
+    subject is the rule's code alone, so it merges only with the same rule.)"""
+    shown: list[Divergence] = []
+    for d in sorted(smallest_per_signature(divergences),
+                    key=lambda d: (len(d.ops), d.statements, len(d.source))):
+        for rep in shown:
+            if (rep.check, rep.signature[2]) == (d.check, d.signature[2]) and rep.ops and \
+                    rep.ops <= d.ops:
+                rep.also = sorted({*rep.also, d.key})
+                break
+        else:
+            shown.append(d)
+    return sorted(shown, key=lambda d: (d.check, d.signature))

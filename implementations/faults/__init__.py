@@ -133,6 +133,18 @@ FAULTS = {
     "merged_scopes": ("nodes of a range body merged with equal nodes outside it",
                       {"Graph.make": _make_without_scope}),
 }
+# Faults of the tape exercise (SPEC.md, "Tapes"): their modules define backprop only.
+TAPE_FAULTS = {
+    "tape_program_order": ("a tape entry's shares summed in program order (by sender)",
+                           {"tape_fold": lambda shares: _original_tape_fold(sorted(
+                               shares, key=lambda s: s[0]))}),
+    "tape_const_zero": ("constants on a tape are given 0",
+                        {"tape_leaf": lambda kind, g: np.float32(0.0) if kind == "const"
+                         else g}),
+    "tape_same_operand_once": ("an entry whose two operands are the same passes one share",
+                               {"tape_operands": lambda i, j: (i,) if i == j else (i, j)}),
+}
+_original_tape_fold = fast.tape_fold
 
 
 def _owner(name):
@@ -154,6 +166,18 @@ def _patched(patches):
     finally:
         for name, value in saved.items():
             setattr(*_owner(name), value)
+
+
+def seeded_tape(name: str):
+    """backprop() for the fast implementation with tape fault `name`, and its NAME etc."""
+    description, patches = TAPE_FAULTS[name]
+
+    def backprop(tape):
+        with _patched(patches):
+            return fast.backprop(tape)
+
+    backprop.__doc__ = f"The fast tape implementation with a seeded fault: {description}."
+    return backprop, f"fast-fault-{name}", fast.VERSION, dict(fast.CAPABILITIES)
 
 
 def seeded(name: str):

@@ -1,0 +1,129 @@
+"""Hypothesis strategies for tapes (SPEC.md, "Tapes"): random, order-sensitive and invalid.
+
+A tape is drawn as a plain list of entries (["input", v], ["const", v], ["add", i, j],
+["mul", i, j]), values as Python floats that are f32 values, so it goes to any backprop as
+it is. Every strategy shrinks towards short tapes of small values, operands towards entry 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from hypothesis import assume
+from hypothesis import strategies as st
+
+from reference import exact
+from reference.tape import LEAVES
+
+
+@dataclass(frozen=True)
+class TapeCase:
+    """A tape, and the kind of TapeError it must raise (None for a valid tape)."""
+
+    tape: list
+    expect_error: str | None
+    description: str
+
+
+def f32_values(*, smooth: bool = False):
+    """f32 values as Python floats: anything (NaN and infinities included), or, smooth, the
+    finite values between -64 and 64 that no product of a short tape overflows."""
+    if smooth:
+        return st.floats(-64.0, 64.0, width=32)
+    return st.floats(width=32)
+
+
+@st.composite
+def tapes(draw, *, min_entries: int = 1, max_entries: int = 12,
+          smooth: bool = False) -> TapeCase:
+    """Valid tapes: an input first, then leaves, adds and muls of any earlier entries (an
+    entry may use the same operand twice, or none may use it). Shrinks towards one input of
+    0.0."""
+    size = draw(st.integers(min_entries, max_entries))
+    tape: list = [["input", draw(f32_values(smooth=smooth))]]
+    for k in range(1, size):
+        if draw(st.integers(0, 2)) == 0:
+            tape.append([draw(st.sampled_from(LEAVES)), draw(f32_values(smooth=smooth))])
+        else:
+            tape.append([draw(st.sampled_from(("add", "mul"))), draw(st.integers(0, k - 1)),
+                         draw(st.integers(0, k - 1))])
+    return TapeCase(tape, None, f"a tape of {len(tape)} entries")
+
+
+@st.composite
+def single_use_tapes(draw, *, max_leaves: int = 6, smooth: bool = False) -> TapeCase:
+    """Trees: every entry but the last is used exactly once, so each receives one share and
+    the IR program with the same ops (reference.tape.to_program) gives the same bits. The
+    leaves come first, then each add or mul takes two unused entries. Shrinks towards one
+    leaf."""
+    leaves = draw(st.integers(1, max_leaves))
+    tape: list = [[draw(st.sampled_from(LEAVES)), draw(f32_values(smooth=smooth))]
+                  for _ in range(leaves)]
+    unused = list(range(leaves))
+    while len(unused) > 1:
+        i = unused.pop(draw(st.integers(0, len(unused) - 1)))
+        j = unused.pop(draw(st.integers(0, len(unused) - 1)))
+        tape.append([draw(st.sampled_from(("add", "mul"))), i, j])
+        unused.append(len(tape) - 1)
+    return TapeCase(tape, None, f"a tree of {leaves} leaves")
+
+
+@st.composite
+def order_sensitive_tapes(draw, *, min_shares: int = 3, max_shares: int = 6) -> TapeCase:
+    """Tapes where one input receives shares whose f32 sum depends on the order: x times
+    constants of mixed magnitude, summed by a chain of adds. The arrival order (the spec's)
+    gives other bits than program order, or than its reverse. Shrinks towards three shares."""
+    n = draw(st.integers(min_shares, max_shares))
+    magnitudes = st.sampled_from([1.0, 3.0, 1e8, 3e7, 1e-8, 0.1, 7.0, 2.0**24, 2.0**-24])
+    constants = [draw(magnitudes) * draw(st.sampled_from([1.0, -1.0])) for _ in range(n)]
+    x = draw(st.sampled_from([1.0, 0.5, 3.0, -2.0]))
+    tape: list = [["input", x]]
+    products = []
+    for c in constants:
+        tape.append(["const", c])
+        tape.append(["mul", 0, len(tape) - 1])
+        products.append(len(tape) - 1)
+    total = products[0]
+    for p in products[1:]:
+        tape.append(["add", total, p])
+        total = len(tape) - 1
+    shares = [_bits(c) for c in constants]  # the mul passes 1.0 * c to x
+    arrival = exact.f32_fold(shares[::-1])  # the last product is processed first
+    assume(not exact.same_f32(arrival, exact.f32_fold(shares)))
+    return TapeCase(tape, None, f"x receives {n} shares; their f32 sum depends on the order")
+
+
+def _bits(value: float) -> int:
+    return int(np.float32(value).view(np.uint32))
+
+
+# How to break a valid tape of k entries: one more entry, and the kind of TapeError it raises.
+BREAKS = {
+    "operand-later": lambda draw, k: (["add", 0, k + draw(st.integers(1, 3))], "operand"),
+    "operand-self": lambda draw, k: ([draw(st.sampled_from(("add", "mul"))),
+                                      draw(st.sampled_from([0, k])), k], "operand"),
+    "operand-negative": lambda draw, k: (["mul", draw(st.integers(-3, -1)), 0], "operand"),
+    "operand-not-int": lambda draw, k: (["add", 0, draw(st.sampled_from(
+        [0.0, 1.5, "0", None, True]))], "operand"),
+    "unknown-kind": lambda draw, k: ([draw(st.sampled_from(
+        ["sub", "Add", "input ", "neg", "", "gradient", None, 1])), 0, 0], "kind"),
+    "wrong-arity": lambda draw, k: (draw(st.sampled_from(
+        [["add", 0], ["mul", 0, 0, 0], ["input"], ["const", 1.0, 2.0], []])), "entry"),
+    "bad-value": lambda draw, k: ([draw(st.sampled_from(LEAVES)), draw(st.sampled_from(
+        ["1.0", None, [1.0], True]))], "value"),
+}
+
+
+@st.composite
+def invalid_tapes(draw, *, max_entries: int = 6) -> TapeCase:
+    """Tapes that backprop must reject, each with the kind of error: the empty tape, an
+    operand that is not an earlier entry (later, itself, negative, not an integer), an
+    unknown kind, a wrong number of fields, a value that is not a number. Shrinks towards
+    the empty tape."""
+    how = draw(st.sampled_from(["empty", *BREAKS]))
+    if how == "empty":
+        return TapeCase([], "empty", "the empty tape")
+    base = draw(tapes(max_entries=max_entries)).tape
+    entry, kind = BREAKS[how](draw, len(base))
+    return TapeCase([*base, entry], kind, f"{how}: {entry!r} after {len(base)} valid entries")
