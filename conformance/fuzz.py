@@ -56,6 +56,12 @@ CHECKS = {
     "test_invalid_gradients_are_rejected": ("test_rejection",
                                             "test_invalid_gradients_are_rejected"),
     "test_near_misses_are_accepted": ("test_rejection", "test_near_misses_are_accepted"),
+    "test_tapes_bit_for_bit": ("test_tape", "test_tapes_bit_for_bit"),
+    "test_tape_shares_are_summed_in_arrival_order": (
+        "test_tape", "test_tape_shares_are_summed_in_arrival_order"),
+    "test_tape_derivatives_are_near_the_true_derivative": (
+        "test_tape", "test_tape_derivatives_are_near_the_true_derivative"),
+    "test_invalid_tapes_are_rejected": ("test_tape", "test_invalid_tapes_are_rejected"),
 }
 PROGRESS_EVERY = 5.0  # seconds between progress lines
 
@@ -115,9 +121,12 @@ def _worker(worker: int, spec: str, out: str, database: str | None, deadline: fl
     more_settings = settings(phases=[Phase.generate, Phase.target, Phase.shrink], **base)
     tests = {}
     for name in checks:
-        module, function = CHECKS[name]
-        inner = getattr(importlib.import_module(f"conformance.{module}"),
-                        function).hypothesis.inner_test
+        module = importlib.import_module(f"conformance.{CHECKS[name][0]}")
+        needs = getattr(module, "PROTOCOL_FUNCTION", "build")
+        if not impl.provides(needs):
+            messages.put((worker, "skipped", name, f"the implementation defines no {needs}()"))
+            continue
+        inner = getattr(module, CHECKS[name][1]).hypothesis.inner_test
         tests[name] = [first_settings(given(data=st.data())(inner)),
                        more_settings(given(data=st.data())(inner))]
     smallest: dict[tuple, tuple[int, int]] = {}

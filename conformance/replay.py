@@ -7,17 +7,23 @@ divergence replays without the reference, and so does an exported vector.
 
 from __future__ import annotations
 
+import pathlib
+
 import numpy as np
 
-from reference import cases
+from reference import cases, exact
 from reference.printer import format_trace
+from reference.tape import load_tape_case
 
 from .implementation import Implementation, Outcome
 from .record import differing_elements
 
 
 def replay(impl: Implementation, path: str, *, trace: bool = False) -> tuple[bool, str]:
-    """(agrees, the comparison as text) for one case file."""
+    """(agrees, the comparison as text) for one case file: a program (.ir) or a tape
+    (.json)."""
+    if str(path).endswith(".json"):
+        return replay_tape(impl, path)
     case = cases.load_case(path)
     lines = [f"case: {path}", f"implementation: {impl.label} ({impl.spec})"]
     if case.error is not None:
@@ -60,6 +66,30 @@ def replay(impl: Implementation, path: str, *, trace: bool = False) -> tuple[boo
         lines.append("the reference's walk:")
         lines.append(format_trace(reference.compile_program(case.source)).rstrip())
     return not elements, "\n".join([*lines, _verdict(not elements)])
+
+
+def replay_tape(impl: Implementation, path: str) -> tuple[bool, str]:
+    case = load_tape_case(pathlib.Path(path).read_text())
+    lines = [f"case: {path}", f"implementation: {impl.label} ({impl.spec})"]
+    got = impl.run_backprop(case["tape"])
+    if case["error"] is not None:
+        agrees = got.status == "rejected"
+        lines.append(f"expected: rejected ({case['error']}); got: {got.status}"
+                     + (f" ({got.message})" if got.message else ""))
+        return agrees, "\n".join([*lines, _verdict(agrees)])
+    if got.status != "ok":
+        lines.append(f"expected: derivatives; got: {got.status} ({got.message})")
+        return False, "\n".join([*lines, _verdict(False)])
+    bad = 0
+    lines.append(f"{'entry':>6}  {'expected':>16} {'bits':>10}  {'actual':>16} {'bits':>10}  "
+                 "ulps")
+    for k, (a, b) in enumerate(zip(case["derivatives"], got.derivatives, strict=True)):
+        same = exact.same_f32(a, b)
+        bad += not same
+        lines.append(f"{k:>6}  {exact.f32_to_text(a):>16} 0x{a:08x}  {exact.f32_to_text(b):>16} "
+                     f"0x{b:08x}  {'' if same else exact.ulp_distance(a, b)}"
+                     f"{'' if same else '  <- differs'}")
+    return not bad, "\n".join([*lines, _verdict(not bad)])
 
 
 def _verdict(agrees: bool) -> str:

@@ -70,14 +70,17 @@ def single_use_tapes(draw, *, max_leaves: int = 6, smooth: bool = False) -> Tape
 
 
 @st.composite
-def order_sensitive_tapes(draw, *, min_shares: int = 3, max_shares: int = 6) -> TapeCase:
+def order_sensitive_tapes(draw, *, max_extra: int = 3) -> TapeCase:
     """Tapes where one input receives shares whose f32 sum depends on the order: x times
-    constants of mixed magnitude, summed by a chain of adds. The arrival order (the spec's)
-    gives other bits than program order, or than its reverse. Shrinks towards three shares."""
-    n = draw(st.integers(min_shares, max_shares))
-    magnitudes = st.sampled_from([1.0, 3.0, 1e8, 3e7, 1e-8, 0.1, 7.0, 2.0**24, 2.0**-24])
-    constants = [draw(magnitudes) * draw(st.sampled_from([1.0, -1.0])) for _ in range(n)]
-    x = draw(st.sampled_from([1.0, 0.5, 3.0, -2.0]))
+    constants, summed by a chain of adds. At the core are B, -B and a small s at one end,
+    so that one order cancels B first and keeps s, and the other absorbs s into B; up to
+    `max_extra` more constants follow. The arrival order (the spec's: reversed program
+    order) and program order give other bits. Shrinks towards the three core shares."""
+    big = draw(st.sampled_from([1e8, 2.0**27, 2.0**30])) * draw(st.sampled_from([1.0, -1.0]))
+    small = draw(st.sampled_from([1.0, 0.5, 3.0, -1.0]))
+    constants = [big, -big, small] if draw(st.booleans()) else [small, big, -big]
+    constants += draw(st.lists(st.sampled_from([1.0, 0.25, 7.0, -2.0]), max_size=max_extra))
+    x = draw(st.sampled_from([1.0, 0.5, -2.0]))
     tape: list = [["input", x]]
     products = []
     for c in constants:
@@ -91,7 +94,8 @@ def order_sensitive_tapes(draw, *, min_shares: int = 3, max_shares: int = 6) -> 
     shares = [_bits(c) for c in constants]  # the mul passes 1.0 * c to x
     arrival = exact.f32_fold(shares[::-1])  # the last product is processed first
     assume(not exact.same_f32(arrival, exact.f32_fold(shares)))
-    return TapeCase(tape, None, f"x receives {n} shares; their f32 sum depends on the order")
+    return TapeCase(tape, None, f"x receives {len(constants)} shares; their f32 sum depends "
+                    "on the order")
 
 
 def _bits(value: float) -> int:
