@@ -1,0 +1,1 @@
+"""Adapters: real autodiff systems as implementations under test. SPEC.md, "Adapters"."""

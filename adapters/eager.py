@@ -1,0 +1,196 @@
+"""An eager interpreter of the IR over another system's tensors: what the adapters share.
+SPEC.md, "Adapters".
+
+An adapter is a `Backend`, one op table and one `grad`. This module runs the program with the
+backend, statement by statement, as code written for that system would. Every number and
+every gradient is the system's own.
+
+- **Structure.** The IR's structure is checked by the reference, with every gradient stood in
+  for by `detach %x`: names, dtypes, shapes, scopes and calls. A system has no opinion on
+  these.
+- **Gradients.** Whether a gradient is accepted is left to the system. `build` runs the
+  program once on zeros, and whatever the system raises there is a rejection. The adapter
+  makes up no rejection of its own.
+- **Stores.** A store replaces the buffer's value out of place, so a gradient flows through
+  memory wherever the system lets it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from reference.build import build_program
+from reference.interp import NUMPY_DTYPES
+from reference.syntax import Statement, parse
+
+
+class IndexOutOfRange(IndexError):
+    """A load or store index outside its buffer: the one run-time error of a valid program."""
+
+
+def structure(source: str) -> list[Statement]:
+    """Parse `source` and check everything but gradient acceptance with the reference; the
+    statements as written."""
+    statements = parse(source)
+    stand_ins = [dataclasses.replace(s, op="detach", operands=s.operands[1:2])
+                 if s.op == "gradient" else s for s in statements]
+    build_program(stand_ins)
+    return statements
+
+
+@dataclasses.dataclass
+class Block:
+    """A range body or a function body: its statements, blocks nested."""
+
+    head: Statement | None
+    body: list  # Statement | Block
+
+
+def blocks(statements: list[Statement]) -> Block:
+    root, stack = Block(None, []), []
+    current = root
+    for s in statements:
+        if s.op in ("range", "def"):
+            stack.append(current)
+            inner = Block(s, [])
+            current.body.append(inner)
+            current = inner
+        elif s.op == "end":
+            current = stack.pop()
+        else:
+            current.body.append(s)
+    return root
+
+
+class Backend:
+    """What a system provides. Values are the system's tensors (or scalars)."""
+
+    name = "backend"
+    version = ""
+
+    def literal(self, operand):  # an f32, i32 or bool literal
+        raise NotImplementedError
+
+    def from_numpy(self, array: np.ndarray, dtype: str):
+        raise NotImplementedError
+
+    def to_numpy(self, value, dtype: str, shape) -> np.ndarray:
+        raise NotImplementedError
+
+    def op(self, name: str, operands: list, attrs: dict):
+        raise NotImplementedError
+
+    def element(self, value, index: int):
+        raise NotImplementedError
+
+    def with_element(self, value, index: int, element):
+        raise NotImplementedError
+
+    def broadcast(self, value, shape, dtype: str):
+        raise NotImplementedError
+
+    def grad(self, y, x):
+        raise NotImplementedError
+
+    def index(self, value) -> int:
+        return int(np.asarray(self.to_numpy(value, "i32", ())).item())
+
+
+class Program:
+    """A program over a backend: `run(buffers)` evaluates it from scratch each time."""
+
+    def __init__(self, source: str, backend: Backend):
+        self.statements = structure(source)
+        self.backend = backend
+        self.root = blocks(self.statements)
+        self.slots = {s.target: (s.attr("slot"), s.attr("dtype"), _shape(s))
+                      for s in self.statements if s.op == "buffer"}
+        self.functions = {b.head.operands[0].text: b for b in self.root.body
+                          if isinstance(b, Block) and b.head.op == "def"}
+
+    def run(self, buffers: dict[int, np.ndarray]) -> dict[int, np.ndarray]:
+        memory = {name: self.backend.from_numpy(np.asarray(buffers[slot]), dtype)
+                  for name, (slot, dtype, _) in self.slots.items()}
+        self._block(self.root, {}, memory)
+        return {slot: self.backend.to_numpy(memory[name], dtype, shape)
+                for name, (slot, dtype, shape) in self.slots.items()}
+
+    def _block(self, block: Block, env: dict, memory: dict):
+        """Run a block's statements; a function body's return value, else None."""
+        b = self.backend
+        for s in block.body:
+            if isinstance(s, Block):
+                if s.head.op == "range":
+                    for i in range(int(s.head.operands[0].value)):
+                        env[s.head.target] = b.literal(_i32(i))
+                        self._block(s, env, memory)
+                continue
+            if s.op == "return":
+                return self._value(s.operands[0], env)
+            if s.op == "buffer":
+                continue
+            if s.op == "store":
+                name = s.operands[0].text
+                _, dtype, shape = self.slots[name]
+                value = self._value(s.operands[1], env)
+                if len(s.operands) == 3:
+                    i = self._index(s.operands[2], env, shape, name)
+                    memory[name] = b.with_element(memory[name], i, value)
+                else:
+                    memory[name] = b.broadcast(value, shape, dtype)
+                continue
+            if s.op == "load":
+                name = s.operands[0].text
+                shape = self.slots[name][2]
+                value = memory[name] if len(s.operands) == 1 else \
+                    b.element(memory[name], self._index(s.operands[1], env, shape, name))
+            elif s.op == "call":
+                function = self.functions[s.operands[0].text]
+                params = [p.text for p in function.head.operands[1:]]
+                args = [self._value(o, env) for o in s.operands[1:]]
+                value = self._block(function, dict(zip(params, args, strict=True)), memory)
+            elif s.op == "gradient":
+                value = b.grad(self._value(s.operands[0], env), self._value(s.operands[1], env))
+            else:
+                value = b.op(s.op, [self._value(o, env) for o in s.operands], dict(s.attrs))
+            env[s.target] = value
+        return None
+
+    def _value(self, operand, env):
+        if operand.kind == "name":
+            return env[operand.text]
+        return self.backend.literal(operand)
+
+    def _index(self, operand, env, shape, name) -> int:
+        i = self.backend.index(self._value(operand, env))
+        size = int(np.prod(shape))
+        if not 0 <= i < size:
+            raise IndexOutOfRange(f"index {i} out of range for {name} of {size} elements")
+        return i
+
+
+def _shape(s: Statement) -> tuple[int, ...]:
+    shape = s.attr("shape", ())
+    return (shape,) if isinstance(shape, int) else tuple(shape)
+
+
+def _i32(i: int):
+    from reference.syntax import Operand
+    return Operand("i32", str(i), i)
+
+
+def build_with(source: str, backend: Backend):
+    """The protocol's build for an adapter: check the structure, then run once on zeros, so
+    that what the system refuses (a non-scalar loss, an integer x) is refused at build, as
+    the protocol wants. An index out of range there is a run-time matter: it is not refused.
+    """
+    program = Program(source, backend)
+    zeros = {slot: np.zeros(shape, NUMPY_DTYPES[dtype])
+             for slot, dtype, shape in program.slots.values()}
+    try:
+        program.run(zeros)
+    except IndexOutOfRange:
+        pass
+    return program.run
