@@ -86,7 +86,7 @@ WITH_ATTRS = {
     "reduce": _reduce,
     "cast": _cast,
     "bitcast": _bitcast,
-    "expand": lambda a, attrs: a.expand(*_shape(attrs["shape"])),
+    "expand": lambda a, attrs: a.expand(_shape(attrs["shape"])),
     "reshape": lambda a, attrs: a.reshape(_shape(attrs["shape"])),
 }
 
@@ -126,7 +126,7 @@ class Torch(Backend):
         return flat.reshape(value.shape)
 
     def broadcast(self, value, shape, dtype):
-        return value.to(DTYPES[dtype]).expand(*shape).clone()
+        return value.to(DTYPES[dtype]).expand(tuple(shape)).clone()
 
     def grad(self, y, x):
         (g,) = torch.autograd.grad(y, x, create_graph=True, allow_unused=True)
