@@ -3,6 +3,7 @@
     python -m conformance replay CASE.ir --impl=X [--trace]
     python -m conformance vectors --out DIR [--count N] [--profile ci|dev|nightly] [--seed S]
     python -m conformance fuzz --impl=X --minutes N [--jobs K] [--report PATH.html] ...
+    python -m conformance matrix --impl A --impl B ... --report PATH.html
 
 Exit status: 0 when everything agrees, 1 when something diverges, 2 for a usage error (with
 the problem on stderr, never a traceback).
@@ -47,6 +48,12 @@ def main(argv: list[str] | None = None) -> int:
     fuzz.add_argument("--rounds", type=int, default=None,
                       help="stop after this many batches of each check (default: --minutes)")
     fuzz.add_argument("--case-timeout", type=float, default=20.0)
+    matrix = commands.add_parser("matrix", help="the ci profile against several "
+                                 "implementations, as one table")
+    matrix.add_argument("--impl", dest="impls", action="append", required=True)
+    matrix.add_argument("--report", required=True, help="the HTML table; PATH.md beside it "
+                        "is the markdown for README.md")
+    matrix.add_argument("--profile", default="ci", choices=["ci", "dev", "nightly"])
     args = parser.parse_args(argv)
     try:
         if args.command == "replay":
@@ -55,6 +62,8 @@ def main(argv: list[str] | None = None) -> int:
             return _vectors(args)
         if args.command == "fuzz":
             return _fuzz(args)
+        if args.command == "matrix":
+            return _matrix(args)
     except (OSError, ValueError, IRError) as problem:
         print(f"python -m conformance {args.command}: {problem}", file=sys.stderr)
         return 2
@@ -110,6 +119,15 @@ def _fuzz(args) -> int:
                     database=args.database, checks=args.checks, batch=args.batch,
                     rounds=args.rounds, timeout=args.case_timeout)
     return 1 if progress.best else 0
+
+
+def _matrix(args) -> int:
+    import pathlib
+
+    from .matrix import markdown, matrix
+    reports = matrix(args.impls, report=pathlib.Path(args.report), profile=args.profile)
+    print(markdown(reports))
+    return 0
 
 
 if __name__ == "__main__":

@@ -1,0 +1,166 @@
+"""JAX as an implementation: `--impl=adapters.jax_impl`. SPEC.md, "Adapters".
+
+CPU, float32: JAX's defaults here (x64 off; no accelerator on these machines). JAX
+every value, the op and operands that made it. `gradient y x` is then
+`jax.grad(f)(x)`, where f recomputes y from a new x along that record. Inside f, detach is
+`jax.lax.stop_gradient`, and a gradient is again `jax.grad`, which is how JAX nests. The
+record only tells JAX what function to differentiate: every value and every derivative is
+JAX's own.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from adapters.eager import Backend, build_with
+
+NAME = "jax"
+VERSION = jax.__version__
+CAPABILITIES = {"unsupported": [], "ulp": {"exp2": 2, "log2": 2, "sin": 2},
+                "bit_exact_gradients": False}
+DTYPES = {"f32": jnp.float32, "i32": jnp.int32, "bool": jnp.bool_}
+NUMPY = {"f32": np.float32, "i32": np.int32, "bool": np.bool_}
+
+
+class Value:
+    """An array, and how it was made: (op, operands, attrs); op None for an input."""
+
+    __slots__ = ("array", "attrs", "op", "operands")
+
+    def __init__(self, array, op=None, operands=(), attrs=None):
+        self.array, self.op, self.operands, self.attrs = array, op, tuple(operands), attrs
+
+
+def _shape(shape) -> tuple[int, ...]:
+    return (shape,) if isinstance(shape, int) else tuple(shape)
+
+
+def _reduce(a, attrs):
+    axis = attrs.get("axis")
+    dims = tuple(range(a.ndim)) if axis is None else ((axis,) if isinstance(axis, int)
+                                                       else tuple(axis))
+    keep = axis is not None
+    fn = {"add": jnp.sum, "max": jnp.max, "mul": jnp.prod}[attrs["op"]]
+    if attrs["op"] == "max" and a.size == 0:
+        shape = [1 if d in dims else n for d, n in enumerate(a.shape)] if keep else \
+            [n for d, n in enumerate(a.shape) if d not in dims]
+        fill = -jnp.inf if a.dtype == jnp.float32 else jnp.iinfo(jnp.int32).min
+        return jnp.full(shape, fill, a.dtype)
+    return fn(a, axis=dims, keepdims=keep).astype(a.dtype) if dims else a
+
+
+OPS = {
+    "add": jnp.add, "mul": jnp.multiply, "max": jnp.maximum,
+    "idiv": lambda a, b: jax.lax.div(a, b), "mod": lambda a, b: jax.lax.rem(a, b),
+    "shl": jax.lax.shift_left, "shr": jax.lax.shift_right_arithmetic,
+    "and": jnp.bitwise_and, "or": jnp.bitwise_or, "xor": jnp.bitwise_xor,
+    "cmplt": jnp.less, "cmpne": jnp.not_equal,
+    "recip": jnp.reciprocal, "exp2": jnp.exp2, "log2": jnp.log2, "sqrt": jnp.sqrt,
+    "sin": jnp.sin, "where": jnp.where, "detach": jax.lax.stop_gradient,
+    "reduce": _reduce,
+    "cast": lambda a, attrs: a.astype(DTYPES[attrs["dtype"]]),
+    "bitcast": lambda a, attrs: jax.lax.bitcast_convert_type(a, DTYPES[attrs["dtype"]]),
+    "expand": lambda a, attrs: jnp.broadcast_to(a, _shape(attrs["shape"])),
+    "reshape": lambda a, attrs: jnp.reshape(a, _shape(attrs["shape"])),
+    "element": lambda a, attrs: jnp.reshape(a, (-1,))[attrs["index"]],
+    "with_element": lambda a, e, attrs: jnp.reshape(
+        jnp.reshape(a, (-1,)).at[attrs["index"]].set(e), a.shape),
+    "broadcast": lambda a, attrs: jnp.broadcast_to(a.astype(DTYPES[attrs["dtype"]]),
+                                                   attrs["shape"]),
+}
+WITH_ATTRS = {"reduce", "cast", "bitcast", "expand", "reshape", "element", "with_element",
+              "broadcast"}
+
+
+def _apply(op, arrays, attrs):
+    fn = OPS[op]
+    return fn(*arrays, attrs) if op in WITH_ATTRS else fn(*arrays)
+
+
+def _recompute(v: Value, x: Value, x_array, memo: dict):
+    """v's array with x replaced by x_array, along the record (iteratively, deepest first)."""
+    stack = [v]
+    while stack:
+        top = stack[-1]
+        if id(top) in memo:
+            stack.pop()
+            continue
+        if top is x:
+            memo[id(top)] = x_array
+            stack.pop()
+            continue
+        if top.op is None:
+            memo[id(top)] = top.array
+            stack.pop()
+            continue
+        pending = [o for o in top.operands if id(o) not in memo]
+        if pending:
+            stack.extend(pending)
+            continue
+        arrays = [memo[id(o)] for o in top.operands]
+        if top.op == "gradient":
+            y, gx = top.attrs["y"], top.attrs["x"]
+            memo[id(top)] = _grad_array(y, gx, arrays[0], outer=(x, x_array, memo))
+        else:
+            memo[id(top)] = _apply(top.op, arrays, top.attrs)
+        stack.pop()
+    return memo[id(v)]
+
+
+def _grad_array(y: Value, x: Value, x_array, outer=None):
+    """jax.grad of y as a function of x, at x_array; inside an outer function, the outer
+    variable stays what the outer function was given."""
+    def f(new_x):
+        memo = {}
+        if outer is not None:
+            ox, ox_array, _ = outer
+            if ox is not x:
+                memo[id(ox)] = ox_array
+        return _recompute(y, x, new_x, memo)
+
+    return jax.grad(f)(x_array)
+
+
+class Jax(Backend):
+    name, version = NAME, VERSION
+
+    def literal(self, operand):
+        if operand.kind == "f32":
+            return Value(jnp.asarray(np.uint32(operand.value).view(np.float32)))
+        if operand.kind == "bool":
+            return Value(jnp.asarray(bool(operand.value)))
+        return Value(jnp.asarray(int(operand.value), jnp.int32))
+
+    def from_numpy(self, array, dtype):
+        return Value(jnp.asarray(np.array(array, NUMPY[dtype])))
+
+    def to_numpy(self, value, dtype, shape):
+        return np.asarray(value.array).astype(NUMPY[dtype]).reshape(shape)
+
+    def _make(self, op, operands, attrs=None):
+        arrays = [o.array for o in operands]
+        return Value(_apply(op, arrays, attrs), op, operands, attrs)
+
+    def op(self, name, operands, attrs):
+        return self._make(name, operands, attrs if name in WITH_ATTRS else None)
+
+    def element(self, value, index):
+        return self._make("element", [value], {"index": index})
+
+    def with_element(self, value, index, element):
+        return self._make("with_element", [value, element], {"index": index})
+
+    def broadcast(self, value, shape, dtype):
+        return self._make("broadcast", [value], {"shape": tuple(shape), "dtype": dtype})
+
+    def grad(self, y, x):
+        return Value(_grad_array(y, x, x.array), "gradient", [x], {"y": y, "x": x})
+
+    def index(self, value):
+        return int(np.asarray(value.array))
+
+
+def build(source: str):
+    return build_with(source, Jax())
