@@ -1,7 +1,8 @@
 """JAX as an implementation: `--impl=adapters.jax_impl`. SPEC.md, "Adapters".
 
 CPU, float32: JAX's defaults here (x64 off; no accelerator on these machines). JAX
-every value, the op and operands that made it. `gradient y x` is then
+differentiates functions, not values, so this adapter keeps, for every value, the op and
+operands that made it. `gradient y x` is then
 `jax.grad(f)(x)`, where f recomputes y from a new x along that record. Inside f, detach is
 `jax.lax.stop_gradient`, and a gradient is again `jax.grad`, which is how JAX nests. The
 record only tells JAX what function to differentiate: every value and every derivative is
