@@ -10,17 +10,19 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev,redis]'
+	$(PY) -m pip install --quiet -e '.[dev,redis,torch,tinygrad,micrograd]'
 	touch $(STAMP)
 
-# Debian's Chromium and Redis server, for the report's browser test and the shared fuzzing
-# database's test. Only where we are root with apt-get; elsewhere those tests skip, saying why.
+# Debian's Chromium, Redis server and clang: for the report's browser test, the shared fuzzing
+# database's test, and tinygrad's constant-folded gradients (realized on its CPU device). Only
+# where we are root with apt-get; elsewhere those tests skip, saying why.
 SYSTEM_STAMP := $(VENV)/.system
 $(SYSTEM_STAMP): | $(STAMP)
-	@if command -v chromium >/dev/null && command -v redis-server >/dev/null; then :; \
+	@if command -v chromium >/dev/null && command -v redis-server >/dev/null && \
+		command -v clang >/dev/null; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-			chromium redis-server >/dev/null) || echo "could not install chromium, redis-server"; \
+			chromium redis-server clang >/dev/null) || echo "could not install chromium, redis-server, clang"; \
 	else echo "not root with apt-get: the browser and Redis tests will skip"; fi
 	touch $(SYSTEM_STAMP)
 

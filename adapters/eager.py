@@ -181,12 +181,12 @@ def _i32(i: int):
     return Operand("i32", str(i), i)
 
 
-def build_with(source: str, backend: Backend):
+def build_with(source: str, backend: Backend, kind: type[Program] = Program):
     """The protocol's build for an adapter: check the structure, then run once on zeros, so
     that what the system refuses (a non-scalar loss, an integer x) is refused at build, as
     the protocol wants. An index out of range there is a run-time matter: it is not refused.
     """
-    program = Program(source, backend)
+    program = kind(source, backend)
     zeros = {slot: np.zeros(shape, NUMPY_DTYPES[dtype])
              for slot, dtype, shape in program.slots.values()}
     try:
