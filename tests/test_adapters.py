@@ -1,0 +1,96 @@
+"""The adapters of issue 6: each real system runs the worked examples through its own
+autodiff, makes its own rejections, and the suite finds its known differences from the spec.
+A system that is not installed skips, with the reason. SPEC.md, "Adapters"."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from conformance.implementation import load
+from conformance.replay import replay
+
+from .test_seeded_faults import ROOT
+
+EXAMPLES = ROOT.parent / "shared" / "spec" / "examples"
+SYSTEMS = {"torch_impl": "torch", "tinygrad_impl": "tinygrad", "micrograd_impl": "micrograd",
+           "jax_impl": "jax", "tensorflow_impl": "tensorflow"}
+HIGHER_ORDER = ["torch_impl", "tinygrad_impl", "jax_impl", "tensorflow_impl"]
+
+
+def adapter(name: str):
+    package = SYSTEMS[name]
+    try:
+        importlib.import_module(package)
+    except ImportError:
+        pytest.skip(f"{package} is not installed (pip install -e '.[{package.replace('_', '')}]')")
+    return load(f"adapters.{name}")
+
+
+@pytest.mark.parametrize("name", sorted(SYSTEMS))
+def test_the_lesson_figure(name):
+    """(x * x) * x at x = 2: every system gets 12 (three shares of 4, in any order)."""
+    impl = adapter(name)
+    agrees, text = replay(impl, str(EXAMPLES / "lesson_three_shares.ir"))
+    assert agrees, text
+
+
+@pytest.mark.parametrize("name", HIGHER_ORDER)
+def test_a_gradient_of_a_gradient(name):
+    impl = adapter(name)
+    agrees, text = replay(impl, str(EXAMPLES / "second_derivative.ir"))
+    assert agrees, text
+
+
+@pytest.mark.parametrize("name", ["torch_impl", "jax_impl"])
+def test_the_system_refuses_a_non_scalar_loss_itself(name):
+    """torch.autograd.grad and jax.grad refuse a loss with more than one element: the
+    adapter passes the refusal on at build, and makes up none of its own."""
+    impl = adapter(name)
+    source = ("%in = buffer slot=0 dtype=f32 shape=[2]\n%x = load %in\n%y = mul %x %x\n"
+              "%g = gradient %y %x\nstore %in %g\n")
+    outcome = impl.build_only(source)
+    assert outcome.status == "rejected"
+    assert "scalar" in outcome.message.lower()
+
+
+def test_micrograd_backprops_the_lesson_tape():
+    impl = adapter("micrograd_impl")
+    got = impl.run_backprop([["input", 2.0], ["mul", 0, 0], ["mul", 1, 0]])
+    assert got.status == "ok"
+    assert [float(np.uint32(b).view(np.float32)) for b in got.derivatives] == [12.0, 2.0, 1.0]
+
+
+def test_micrograd_loses_the_sign_of_a_zero_derivative():
+    """A finding: micrograd's grads start at 0.0 and add each share, so a derivative of -0.0
+    comes back +0.0 (engine.py: `self.grad += ...`)."""
+    impl = adapter("micrograd_impl")
+    agrees, text = replay(impl, str(ROOT / "cases" / "tapes" / "signed_zero_share.json"))
+    assert not agrees and "-0.0" in text
+
+
+def _suite(name: str, *select: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, DEV=os.environ.get("DEV", "PYTHON"))
+    return subprocess.run([sys.executable, "-m", "pytest", "conformance",
+                           f"--impl=adapters.{name}", "-q", "-p", "no:cacheprovider", *select],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+
+
+def test_the_suite_finds_torch_s_accumulation_order():
+    """A finding: PyTorch's engine sums the shares a node receives in its own order, not the
+    spec's arrival order; the accumulation check says which order it matched."""
+    adapter("torch_impl")
+    run = _suite("torch_impl", "-k", "accumulation_order.ir or summed_in_arrival_order")
+    assert run.returncode == 1, run.stdout[-2000:]
+    assert "the shares were summed in" in run.stdout
+
+
+def test_an_adapter_s_checks_skip_what_the_system_cannot_express():
+    adapter("micrograd_impl")
+    run = _suite("micrograd_impl", "-rs", "-k", "test_transcendental_within_declared_ulps")
+    assert run.returncode == 0 and "exp2 is unsupported" in run.stdout, run.stdout[-2000:]
