@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test conformance lint slow clean
+.PHONY: test conformance lint slow bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +41,14 @@ conformance: $(STAMP)
 # The opt-in slow profile: 10^5 bit patterns per op for the rounding cross-check, and more.
 slow: $(STAMP)
 	$(PY) -m pytest -q --slow
+
+# Benchmarks (SPEC.md, "Benchmarks"): the workloads on the reference and the fast
+# implementation (IMPLS=... to add others), then the suite's own speed. Figures, not tests.
+IMPLS ?= implementations.fast
+bench: $(STAMP)
+	$(PY) -m pytest benchmarks $(foreach i,$(IMPLS),--impl=$(i)) -p no:cacheprovider \
+		--benchmark-json=out/benchmarks.json
+	$(PY) -m benchmarks.suite_speed
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -33,7 +33,8 @@ for _name, _values in PROFILES.items():
 
 def pytest_addoption(parser):
     group = parser.getgroup("conformance", "gradient conformance suite")
-    group.addoption("--impl", default=None, help="the implementation under test: reference, a "
+    group.addoption("--impl", action="append", default=None,
+                    help="the implementation under test: reference, a "
                     "module name, a path to a .py file, or cmd:'PROGRAM ARGS'")
     group.addoption("--profile", default="ci", choices=sorted(PROFILES),
                     help="ci (derandomized, about a minute), dev, or nightly (many examples)")
@@ -56,10 +57,14 @@ def pytest_addoption(parser):
 
 
 def pytest_configure(config):
-    spec = config.getoption("--impl")
+    specs = config.getoption("--impl") or []
     config.conformance_impl = None
-    if spec is None:
+    if len(specs) != 1:
+        # None: the suite is inert. Several: for benchmarks/, which compares them; the
+        # conformance checks refuse to run then (pytest_collection_modifyitems).
+        config.conformance_several = len(specs) > 1
         return
+    spec = specs[0]
     profile = config.getoption("--profile")
     values = dict(PROFILES[profile])
     if config.getoption("--max-examples"):
@@ -211,6 +216,10 @@ def _ids(path: str | None) -> set[str]:
 
 
 def pytest_collection_modifyitems(config, items):
+    if getattr(config, "conformance_several", False) and any(
+            item.nodeid.startswith("conformance/") for item in items):
+        raise pytest.UsageError("the conformance suite checks one implementation per run; "
+                                "python -m conformance matrix runs it against several")
     if getattr(config, "conformance_impl", None) is None:
         return
     xfails, skips = _ids(config.getoption("--xfails-file")), _ids(config.getoption("--skips-file"))

@@ -1,0 +1,130 @@
+"""The suite's own speed: `python -m benchmarks.suite_speed [--examples N]`. SPEC.md,
+"Benchmarks". It prints figures; it asserts nothing (these machines are shared and noisy).
+
+1. Cases checked per second, per check, against the reference and the fast implementation,
+   beside what Hypothesis alone draws per second from the same strategy (a test that draws
+   and checks nothing: the ceiling). Targets: checking at least half the draw-only rate; the
+   finite-difference check at least 30 per second.
+2. The reference's build (parse, check, expand) and run of chains of 10^3, 10^4 and 10^5
+   nodes, per node, and the growth between sizes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import sys
+import time
+
+import numpy as np
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+
+import reference
+from benchmarks.workloads.make import chain
+from conformance import (
+    test_derivative,
+    test_forward,
+    test_gradient_bits,
+    test_rejection,
+)
+from conformance.checks import exclusions
+from conformance.implementation import load
+from conformance.record import RECORDER
+from generators import (
+    differentiable_programs,
+    exact_programs,
+    invalid_gradients,
+)
+
+CHECKS = {
+    "forward bits": (test_forward.test_exact_programs_bit_for_bit, exact_programs),
+    "gradient bits": (test_gradient_bits.test_gradients_bit_for_bit, differentiable_programs),
+    "finite differences": (test_derivative.test_gradients_are_near_the_true_derivative,
+                           differentiable_programs),
+    "rejection": (test_rejection.test_invalid_gradients_are_rejected,
+                  lambda exclude: invalid_gradients()),
+}
+
+
+def _settings(n: int):
+    return settings(max_examples=n, database=None, derandomize=True, deadline=None,
+                    phases=[Phase.generate], suppress_health_check=list(HealthCheck))
+
+
+def draw_rate(strategy, n: int) -> tuple[float, float]:
+    """(cases drawn per second, mean statements) from `strategy`, checking nothing."""
+    sizes = []
+
+    @_settings(n)
+    @given(data=st.data())
+    def draw_only(data):
+        sizes.append(data.draw(strategy).statements)
+
+    start = time.perf_counter()
+    draw_only()
+    return len(sizes) / (time.perf_counter() - start), sum(sizes) / max(len(sizes), 1)
+
+
+def check_rate(test, impl, n: int) -> float:
+    """Cases checked per second by one of the suite's checks."""
+    wrapped = _settings(n)(given(data=st.data())(test.hypothesis.inner_test))
+    RECORDER.reset()
+    start = time.perf_counter()
+    wrapped(impl=impl)
+    return RECORDER.cases / (time.perf_counter() - start)
+
+
+def chain_figures(sizes=(1_000, 10_000, 100_000)) -> list[tuple[int, float, float]]:
+    """(nodes, build s per node, run s per node) for the reference. GC stays on: the
+    reference is measured as it runs under the suite."""
+    out = []
+    for n in sizes:
+        source = chain(n)
+        start = time.perf_counter()
+        run = reference.build(source)
+        built = time.perf_counter() - start
+        inputs = {0: np.array(0.5, np.float32), 1: np.zeros(2, np.float32)}
+        start = time.perf_counter()
+        run(inputs)
+        ran = time.perf_counter() - start
+        out.append((n, built / n, ran / n))
+        gc.collect()
+    return out
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.suite_speed")
+    parser.add_argument("--examples", type=int, default=200, help="examples per measurement")
+    parser.add_argument("--impl", action="append", default=None,
+                        help="implementations (default: reference and implementations.fast)")
+    parser.add_argument("--no-chains", action="store_true")
+    args = parser.parse_args(argv)
+    impls = [load(s) for s in (args.impl or ["reference", "implementations.fast"])]
+    print(f"cases per second, {args.examples} examples each (derandomized)")
+    print(f"{'check':<20} {'draw only':>10} {'statements':>10} " +
+          " ".join(f"{i.label:>22}" for i in impls) + "  target")
+    for name, (test, strategy) in CHECKS.items():
+        drawn, statements = draw_rate(strategy(exclude=exclusions(impls[0])), args.examples)
+        rates = [check_rate(test, impl, args.examples) for impl in impls]
+        target = 30.0 if name == "finite differences" else drawn / 2
+        verdict = "met" if min(rates) >= target else "MISSED"
+        print(f"{name:<20} {drawn:>10.1f} {statements:>10.1f} " +
+              " ".join(f"{r:>12.1f} ({r / drawn:>4.0%} of draw)" for r in rates) +
+              f"  >= {target:.1f}: {verdict}")
+    if not args.no_chains:
+        print("\nthe reference on chains: seconds per node")
+        print(f"{'nodes':>8} {'build':>12} {'run':>12} {'build growth':>13} {'run growth':>11}")
+        previous = None
+        for n, build, run in chain_figures():
+            growth = "" if previous is None else \
+                f"{build / previous[0]:>12.2f}x {run / previous[1]:>10.2f}x"
+            print(f"{n:>8} {build * 1e6:>10.1f}us {run * 1e6:>10.1f}us {growth}")
+            previous = (build, run)
+        print("(growth: the per-node time at this size over the one at the size before; "
+              "1.0 is linear)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

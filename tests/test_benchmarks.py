@@ -1,0 +1,43 @@
+"""The benchmarks of issue 7 run, on a fresh clone, and measure what they say: the committed
+workloads are what their generator makes, every workload runs on the reference and the fast
+implementation, and the speed script prints its figures. No timing is asserted here (SPEC.md,
+"Benchmarks")."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from benchmarks.suite_speed import chain_figures
+from benchmarks.workloads.make import FILES, HERE
+
+from .test_seeded_faults import ROOT
+
+
+def test_the_generated_workloads_are_committed_as_made():
+    for name, make in FILES.items():
+        assert (HERE / name).read_text() == make(), "rerun python -m benchmarks.workloads.make"
+
+
+def test_every_workload_builds_and_runs_on_both():
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "benchmarks", "--impl=implementations.fast",
+         "--benchmark-disable", "-q", "-p", "no:cacheprovider", "-k", "not wide_sum"],
+        cwd=ROOT, capture_output=True, text=True, timeout=1200)
+    assert run.returncode == 0, run.stdout[-3000:]
+    assert "16 passed" in run.stdout, run.stdout[-1000:]
+
+
+def test_the_speed_script_prints_its_figures():
+    run = subprocess.run([sys.executable, "-m", "benchmarks.suite_speed", "--examples", "5",
+                          "--no-chains", "--impl", "reference"], cwd=ROOT, capture_output=True,
+                         text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    for check in ("forward bits", "gradient bits", "finite differences", "rejection"):
+        assert check in run.stdout
+    assert "draw only" in run.stdout and "target" in run.stdout
+
+
+def test_chain_figures_are_per_node():
+    [(n, build, run)] = chain_figures((2_000,))
+    assert n == 2_000 and build > 0 and run > 0  # figures, not targets: never asserted
