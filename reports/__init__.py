@@ -1,1 +1,2 @@
-"""Not built yet: see issue 5. Nothing here is claimed to work."""
+"""Reports of a conformance run: the records (records.py), the HTML page (html.py and
+templates/), and the versioned JSON. SPEC.md, "Reports"."""
