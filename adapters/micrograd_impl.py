@@ -129,8 +129,8 @@ class Micrograd(Backend):
         if y.shape != ():
             raise ValueError("backward() starts from one scalar Value")
         root = y.item()
-        for v in _graph(root):
-            v.grad = 0.0
+        for v in [*_graph(root), *np.asarray(x, dtype=object).ravel()]:
+            v.grad = 0.0  # x too: off the loss's graph, its derivative is 0, not a stale grad
         root.backward()
         return _map(lambda v: Value(v.grad), x)
 

@@ -94,3 +94,10 @@ def test_an_adapter_s_checks_skip_what_the_system_cannot_express():
     adapter("micrograd_impl")
     run = _suite("micrograd_impl", "-rs", "-k", "test_transcendental_within_declared_ulps")
     assert run.returncode == 0 and "exp2 is unsupported" in run.stdout, run.stdout[-2000:]
+
+
+def test_micrograd_s_gradient_of_a_loss_that_x_does_not_reach_is_zero():
+    """x off the loss's graph keeps no stale .grad from an earlier gradient statement."""
+    impl = adapter("micrograd_impl")
+    agrees, text = replay(impl, str(ROOT / "cases" / "gradient" / "detach_blocks_one_edge.ir"))
+    assert agrees, text
