@@ -23,7 +23,19 @@ import numpy as np
 
 from reference.build import build_program
 from reference.interp import NUMPY_DTYPES
-from reference.syntax import Statement, parse
+from reference.syntax import Operand, Statement, parse
+
+# What a framework adapter claims: its exp2, log2 and sin within 2 ulps (none of them promise
+# correct rounding), correct rounding elsewhere, and no bit-exact gradients (each sums and
+# forms shares its own way). Claiming less would hide what the suite should show.
+FRAMEWORK_CAPABILITIES = {"unsupported": [], "ulp": {"exp2": 2, "log2": 2, "sin": 2},
+                          "bit_exact_gradients": False}
+NUMPY = NUMPY_DTYPES  # IR dtype -> numpy dtype
+
+
+def shape_of(shape) -> tuple[int, ...]:
+    """An attribute's shape as a tuple (a single integer is a rank-1 shape)."""
+    return (shape,) if isinstance(shape, int) else tuple(shape)
 
 
 class IndexOutOfRange(IndexError):
@@ -172,12 +184,10 @@ class Program:
 
 
 def _shape(s: Statement) -> tuple[int, ...]:
-    shape = s.attr("shape", ())
-    return (shape,) if isinstance(shape, int) else tuple(shape)
+    return shape_of(s.attr("shape", ()))
 
 
 def _i32(i: int):
-    from reference.syntax import Operand
     return Operand("i32", str(i), i)
 
 

@@ -15,14 +15,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from adapters.eager import Backend, build_with
+from adapters.eager import FRAMEWORK_CAPABILITIES, NUMPY, Backend, build_with, shape_of
 
 NAME = "jax"
 VERSION = jax.__version__
-CAPABILITIES = {"unsupported": [], "ulp": {"exp2": 2, "log2": 2, "sin": 2},
-                "bit_exact_gradients": False}
+CAPABILITIES = FRAMEWORK_CAPABILITIES
 DTYPES = {"f32": jnp.float32, "i32": jnp.int32, "bool": jnp.bool_}
-NUMPY = {"f32": np.float32, "i32": np.int32, "bool": np.bool_}
 
 
 class Value:
@@ -33,9 +31,6 @@ class Value:
     def __init__(self, array, op=None, operands=(), attrs=None):
         self.array, self.op, self.operands, self.attrs = array, op, tuple(operands), attrs
 
-
-def _shape(shape) -> tuple[int, ...]:
-    return (shape,) if isinstance(shape, int) else tuple(shape)
 
 
 def _reduce(a, attrs):
@@ -63,8 +58,8 @@ OPS = {
     "reduce": _reduce,
     "cast": lambda a, attrs: a.astype(DTYPES[attrs["dtype"]]),
     "bitcast": lambda a, attrs: jax.lax.bitcast_convert_type(a, DTYPES[attrs["dtype"]]),
-    "expand": lambda a, attrs: jnp.broadcast_to(a, _shape(attrs["shape"])),
-    "reshape": lambda a, attrs: jnp.reshape(a, _shape(attrs["shape"])),
+    "expand": lambda a, attrs: jnp.broadcast_to(a, shape_of(attrs["shape"])),
+    "reshape": lambda a, attrs: jnp.reshape(a, shape_of(attrs["shape"])),
     "element": lambda a, attrs: jnp.reshape(a, (-1,))[attrs["index"]],
     "with_element": lambda a, e, attrs: jnp.reshape(
         jnp.reshape(a, (-1,)).at[attrs["index"]].set(e), a.shape),

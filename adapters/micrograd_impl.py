@@ -23,7 +23,7 @@ import importlib.metadata
 import numpy as np
 from micrograd.engine import Value
 
-from adapters.eager import Backend, build_with
+from adapters.eager import Backend, build_with, shape_of
 
 NAME = "micrograd"
 VERSION = importlib.metadata.version("micrograd")
@@ -108,9 +108,9 @@ class Micrograd(Backend):
         if name == "reduce":
             return _reduce(operands[0], attrs)
         if name == "expand":
-            return np.broadcast_to(operands[0], _shape(attrs["shape"])).copy()
+            return np.broadcast_to(operands[0], shape_of(attrs["shape"])).copy()
         if name == "reshape":
-            return np.asarray(operands[0], dtype=object).reshape(_shape(attrs["shape"]))
+            return np.asarray(operands[0], dtype=object).reshape(shape_of(attrs["shape"]))
         raise Unsupported(f"micrograd has no {name}")
 
     def element(self, value, index):
@@ -150,9 +150,6 @@ def _graph(root):
             stack.extend(v._prev)
             yield v
 
-
-def _shape(shape) -> tuple[int, ...]:
-    return (shape,) if isinstance(shape, int) else tuple(shape)
 
 
 def build(source: str):

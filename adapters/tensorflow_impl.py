@@ -14,18 +14,13 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from adapters.eager import Backend, Program, build_with
+from adapters.eager import FRAMEWORK_CAPABILITIES, NUMPY, Backend, Program, build_with, shape_of
 
 NAME = "tensorflow"
 VERSION = tf.__version__
-CAPABILITIES = {"unsupported": [], "ulp": {"exp2": 2, "log2": 2, "sin": 2},
-                "bit_exact_gradients": False}
+CAPABILITIES = FRAMEWORK_CAPABILITIES
 DTYPES = {"f32": tf.float32, "i32": tf.int32, "bool": tf.bool}
-NUMPY = {"f32": np.float32, "i32": np.int32, "bool": np.bool_}
 
-
-def _shape(shape) -> tuple[int, ...]:
-    return (shape,) if isinstance(shape, int) else tuple(shape)
 
 
 def _reduce(a, attrs):
@@ -57,8 +52,8 @@ WITH_ATTRS = {
     "reduce": _reduce,
     "cast": lambda a, attrs: tf.cast(a, DTYPES[attrs["dtype"]]),
     "bitcast": lambda a, attrs: tf.bitcast(a, DTYPES[attrs["dtype"]]),
-    "expand": lambda a, attrs: tf.broadcast_to(a, _shape(attrs["shape"])),
-    "reshape": lambda a, attrs: tf.reshape(a, _shape(attrs["shape"])),
+    "expand": lambda a, attrs: tf.broadcast_to(a, shape_of(attrs["shape"])),
+    "reshape": lambda a, attrs: tf.reshape(a, shape_of(attrs["shape"])),
 }
 
 
@@ -100,7 +95,7 @@ class TensorFlow(Backend):
         return tf.reshape(updated, value.shape)
 
     def broadcast(self, value, shape, dtype):
-        return tf.broadcast_to(tf.cast(value, DTYPES[dtype]), _shape(shape))
+        return tf.broadcast_to(tf.cast(value, DTYPES[dtype]), shape_of(shape))
 
     def grad(self, y, x):
         return self.tape.gradient(y, x, unconnected_gradients=tf.UnconnectedGradients.ZERO)

@@ -19,22 +19,17 @@ import numpy as np
 from tinygrad import Tensor, dtypes
 from tinygrad.uop.ops import Ops
 
-from adapters.eager import Backend, build_with
+from adapters.eager import FRAMEWORK_CAPABILITIES, NUMPY, Backend, build_with, shape_of
 
 NAME = "tinygrad"
 VERSION = importlib.metadata.version("tinygrad")
-CAPABILITIES = {"unsupported": [], "ulp": {"exp2": 2, "log2": 2, "sin": 2},
-                "bit_exact_gradients": False}
+CAPABILITIES = FRAMEWORK_CAPABILITIES
 DTYPES = {"f32": dtypes.float32, "i32": dtypes.int32, "bool": dtypes.bool}
-NUMPY = {"f32": np.float32, "i32": np.int32, "bool": np.bool_}
 ALU = {"add": Ops.ADD, "mul": Ops.MUL, "max": Ops.MAX, "idiv": Ops.CDIV, "mod": Ops.CMOD,
        "shl": Ops.SHL, "shr": Ops.SHR, "and": Ops.AND, "or": Ops.OR, "xor": Ops.XOR,
        "cmplt": Ops.CMPLT, "cmpne": Ops.CMPNE, "recip": Ops.RECIPROCAL, "exp2": Ops.EXP2,
        "log2": Ops.LOG2, "sqrt": Ops.SQRT, "sin": Ops.SIN}
 
-
-def _shape(shape) -> tuple[int, ...]:
-    return (shape,) if isinstance(shape, int) else tuple(shape)
 
 
 def _reduce(a: Tensor, attrs) -> Tensor:
@@ -93,10 +88,10 @@ class Tinygrad(Backend):
         if name == "reduce":
             return _reduce(a, attrs)
         if name == "expand":
-            shape = _shape(attrs["shape"])
+            shape = shape_of(attrs["shape"])
             return (a.reshape((1,) * len(shape)) if a.ndim == 0 else a).expand(shape)
         if name == "reshape":
-            return a.reshape(_shape(attrs["shape"]))
+            return a.reshape(shape_of(attrs["shape"]))
         if name == "cast":
             return a.cast(DTYPES[attrs["dtype"]])
         if name == "bitcast":

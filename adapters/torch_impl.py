@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from adapters.eager import Backend, build_with
+from adapters.eager import FRAMEWORK_CAPABILITIES, Backend, build_with, shape_of
 
 DTYPES = {"f32": torch.float32, "i32": torch.int32, "bool": torch.bool}
 NAMES = {v: k for k, v in DTYPES.items()}
@@ -23,8 +23,7 @@ VERSION = torch.__version__
 # torch's float32 exp2, log2 and sin are not correctly rounded (they call libm or SLEEF
 # vector code); 2 ulps is what we claim for them and measure in the report. Gradients are not
 # claimed bit-exact: torch accumulates in its own order.
-CAPABILITIES = {"unsupported": [], "ulp": {"exp2": 2, "log2": 2, "sin": 2},
-                "bit_exact_gradients": False}
+CAPABILITIES = FRAMEWORK_CAPABILITIES
 
 
 def _where(c, a, b):
@@ -86,13 +85,10 @@ WITH_ATTRS = {
     "reduce": _reduce,
     "cast": _cast,
     "bitcast": _bitcast,
-    "expand": lambda a, attrs: a.expand(_shape(attrs["shape"])),
-    "reshape": lambda a, attrs: a.reshape(_shape(attrs["shape"])),
+    "expand": lambda a, attrs: a.expand(shape_of(attrs["shape"])),
+    "reshape": lambda a, attrs: a.reshape(shape_of(attrs["shape"])),
 }
 
-
-def _shape(shape) -> tuple[int, ...]:
-    return (shape,) if isinstance(shape, int) else tuple(shape)
 
 
 class Torch(Backend):

@@ -19,11 +19,12 @@ from reference.tape import backprop_bits, check, forward, load_tape_case
 
 from .implementation import Outcome
 from .record import RECORDER
+from .test_derivative import DIGITS, STEP, C, K, _ulp
 
 PROTOCOL_FUNCTION = "backprop"  # the conftest's impl fixture skips without it
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PATHS = sorted((ROOT / "cases" / "tapes").glob("*.json"))
-K, C, DIGITS, STEP = 4, 4, 50, 1e-20  # as in test_derivative.py, for the same reasons
+# The tolerance of test_derivative.py, for the same reasons.
 
 
 def compare(tape, want: list[int], got: Outcome, description: str) -> str | None:
@@ -85,12 +86,6 @@ def _true_derivative(entries, k):
     up = forward(entries, domain, override={k: v + h})[-1].value
     down = forward(entries, domain, override={k: v - h})[-1].value
     return float((up - down) / (2 * h))
-
-
-def _ulp(value: float) -> float:
-    if value == 0 or not math.isfinite(value):
-        return 2.0**-149
-    return float(np.spacing(np.float32(abs(value)))) or 2.0**-149
 
 
 @given(data=st.data())
