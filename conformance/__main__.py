@@ -4,6 +4,7 @@
     python -m conformance vectors --out DIR [--count N] [--profile ci|dev|nightly] [--seed S]
     python -m conformance fuzz --impl=X --minutes N [--jobs K] [--report PATH.html] ...
     python -m conformance matrix --impl A --impl B ... --report PATH.html
+    python -m conformance report FUZZ-OUT ... --out PATH.html
 
 Exit status: 0 when everything agrees, 1 when something diverges, 2 for a usage error (with
 the problem on stderr, never a traceback).
@@ -54,6 +55,10 @@ def main(argv: list[str] | None = None) -> int:
     matrix.add_argument("--report", required=True, help="the HTML table; PATH.md beside it "
                         "is the markdown for README.md")
     matrix.add_argument("--profile", default="ci", choices=["ci", "dev", "nightly"])
+    collect = commands.add_parser("report", help="one report of the divergences that fuzz "
+                                  "runs saved (several machines' OUT folders, say)")
+    collect.add_argument("folders", nargs="+")
+    collect.add_argument("--out", required=True, help="the HTML report (JSON beside it)")
     args = parser.parse_args(argv)
     try:
         if args.command == "replay":
@@ -64,6 +69,8 @@ def main(argv: list[str] | None = None) -> int:
             return _fuzz(args)
         if args.command == "matrix":
             return _matrix(args)
+        if args.command == "report":
+            return _report(args)
     except (OSError, ValueError, IRError) as problem:
         print(f"python -m conformance {args.command}: {problem}", file=sys.stderr)
         return 2
@@ -119,6 +126,21 @@ def _fuzz(args) -> int:
                     database=args.database, checks=args.checks, batch=args.batch,
                     rounds=args.rounds, timeout=args.case_timeout)
     return 1 if progress.best else 0
+
+
+def _report(args) -> int:
+    import pathlib
+
+    from .fuzz import report_from_folders, write_report
+    folders = [pathlib.Path(f) for f in args.folders]
+    missing = [str(f) for f in folders if not f.is_dir()]
+    if missing:
+        raise ValueError(f"no such folder: {missing[0]}")
+    report = report_from_folders(folders)
+    write_report(report, pathlib.Path(args.out))
+    print(f"{len(report.divergences)} divergences shown ({report.notes[0]}); report written: "
+          f"{args.out}")
+    return 1 if report.divergences else 0
 
 
 def _matrix(args) -> int:

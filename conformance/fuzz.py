@@ -37,6 +37,7 @@ from reports.records import (
     divergence_from_dict,
     divergence_to_dict,
     representatives,
+    smallest_per_signature,
     to_json,
 )
 
@@ -285,6 +286,26 @@ def fuzz(spec: str, *, minutes: float, jobs: int = 1, out: pathlib.Path,
             write_report(progress.report(jobs), report)
             print(f"report written: {report}", file=log, flush=True)
     return progress
+
+
+def report_from_folders(folders: list[pathlib.Path]) -> Report:
+    """A report of the divergences saved under `folders` (each a fuzz run's OUT or its
+    divergences/): for collecting the runs of several machines, or rereading a run killed
+    before it wrote its report. Cases per check are not on disk, so they are not shown."""
+    found = []
+    for folder in folders:
+        root = folder / "divergences" if (folder / "divergences").is_dir() else folder
+        found += [divergence_from_dict(json.loads(p.read_text()))
+                  for p in sorted(root.glob("*/*.json"))]
+    shown = representatives(found)
+    checks: dict[str, dict[str, int]] = {}
+    for d in shown:
+        checks.setdefault(d.check, {"failed": 0})["failed"] += 1
+    notes = [f"Collected from {', '.join(map(str, folders))}: {len(found)} saved divergences, "
+             f"{len(smallest_per_signature(found))} signatures, shown as {len(shown)}."]
+    return Report(implementation={"name": "(collected)", "version": "", "spec": "",
+                                  "capabilities": {}}, profile="fuzz", checks=checks,
+                  divergences=shown, notes=notes)
 
 
 def write_report(report: Report, path: pathlib.Path) -> None:

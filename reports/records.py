@@ -106,6 +106,14 @@ def from_json(text: str) -> Report:
     return Report(**{k: v for k, v in data.items() if k in known})
 
 
+VALUE_KINDS = frozenset({"bits", "nan", "signed-zero", "infinity", "value"})
+
+
+def _symptom(d: Divergence) -> str:
+    """What kind of thing went wrong: a wrong value (of whatever kind), or a status."""
+    return "value" if d.signature[2] in VALUE_KINDS else d.signature[2]
+
+
 def smallest_per_signature(divergences: list[Divergence]) -> list[Divergence]:
     """One divergence per signature, the smallest program (then the shortest text) of each,
     in the order the signatures were first seen."""
@@ -122,13 +130,16 @@ def representatives(divergences: list[Divergence]) -> list[Divergence]:
     only the ones no simpler divergence explains. A divergence of the same check and kind
     whose ops include all the ops of another is presumed the same fault, reached through
     more ops (recip's rule, reached also through an expand, or through sqrt's second
-    derivative), and is listed in that one's `also` instead of shown. (A missed rejection's
-    subject is the rule's code alone, so it merges only with the same rule.)"""
+    derivative), and is listed in that one's `also` instead of shown. Wrong values merge
+    whatever their kind (a wrong rule gives wrong bits here, NaN there, a zero's sign
+    elsewhere); a wrong status (a rejection missed, a failure) merges only with its like. A
+    missed rejection's subject is the rule's code alone, so it merges only with the same
+    rule."""
     shown: list[Divergence] = []
     for d in sorted(smallest_per_signature(divergences),
                     key=lambda d: (len(d.ops), d.statements, len(d.source))):
         for rep in shown:
-            if (rep.check, rep.signature[2]) == (d.check, d.signature[2]) and rep.ops and \
+            if rep.check == d.check and _symptom(rep) == _symptom(d) and rep.ops and \
                     rep.ops <= d.ops:
                 rep.also = sorted({*rep.also, d.key})
                 break

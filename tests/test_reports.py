@@ -22,7 +22,9 @@ from reports.html import render, ulp_chart
 from reports.records import (
     Divergence,
     Report,
+    divergence_to_dict,
     from_json,
+    representatives,
     smallest_per_signature,
     to_json,
 )
@@ -241,3 +243,36 @@ def test_vectors_export_and_check(tmp_path):
     subprocess.run([sys.executable, "-m", "conformance", "vectors", "--out", str(again),
                     "--count", "40"], cwd=ROOT, check=True, capture_output=True, timeout=600)
     assert (again / "index.json").read_text() == (out / "index.json").read_text()
+
+
+def test_representatives_merge_what_a_simpler_divergence_explains():
+    def d(ops, kind, statements, check="c"):
+        return Divergence(check, "i", "s", source="x\n" * statements, statements=statements,
+                          signature=(check, ops, kind))
+    small = d("gradient+recip", "bits", 5)
+    shown = representatives([d("add+gradient+recip", "nan", 7), small,
+                             d("gradient+recip+sqrt", "signed-zero", 9),
+                             d("gradient+mul", "bits", 4), d("gradient+recip", "ok->rejected", 6),
+                             d("gradient+recip+add", "bits", 3, check="other")])
+    assert [(x.check, x.signature[1], x.signature[2]) for x in shown] == [
+        ("c", "gradient+mul", "bits"), ("c", "gradient+recip", "bits"),
+        ("c", "gradient+recip", "ok->rejected"), ("other", "gradient+recip+add", "bits")]
+    assert small.also == ["c / add+gradient+recip / nan", "c / gradient+recip+sqrt / signed-zero"]
+
+
+def test_the_report_command_collects_saved_divergences(tmp_path, faulty_run):
+    """Fuzz runs' folders, from several machines say, make one report."""
+    out, _ = faulty_run
+    report = from_json((out / "report.json").read_text())
+    for k, d in enumerate(report.divergences):
+        folder = tmp_path / f"machine{k}" / "divergences" / f"sig{k}"
+        folder.mkdir(parents=True)
+        (folder / "0001-x.json").write_text(json.dumps(divergence_to_dict(d)))
+    run = subprocess.run([sys.executable, "-m", "conformance", "report",
+                          str(tmp_path / "machine0"), str(tmp_path / "machine1"),
+                          "--out", str(tmp_path / "all.html")], cwd=ROOT, capture_output=True,
+                         text=True, timeout=120)
+    assert run.returncode == 1, run.stderr
+    html = (tmp_path / "all.html").read_text()
+    assert all(d.check in html for d in report.divergences)
+    assert (tmp_path / "all.json").exists()
