@@ -75,9 +75,24 @@ def check_rate(test, impl, n: int) -> float:
     return RECORDER.cases / (time.perf_counter() - start)
 
 
-def chain_figures(sizes=(1_000, 10_000, 100_000)) -> list[tuple[int, float, float]]:
-    """(nodes, build s per node, run s per node) for the reference. GC stays on: the
-    reference is measured as it runs under the suite."""
+def chain_figures(sizes=(1_000, 10_000, 100_000), *,
+                  collect: bool = True) -> list[tuple[int, float, float]]:
+    """(nodes, build s per node, run s per node) for the reference, with Python's cyclic
+    garbage collector on (as under the suite) or off (which shows what the reference's own
+    work costs: the collector rescans the growing graph of nodes, which is not linear)."""
+    out = []
+    was = gc.isenabled()
+    if not collect:
+        gc.disable()
+    try:
+        out = _chains(sizes)
+    finally:
+        if was:
+            gc.enable()
+    return out
+
+
+def _chains(sizes) -> list[tuple[int, float, float]]:
     out = []
     for n in sizes:
         source = chain(n)
@@ -113,14 +128,17 @@ def main(argv=None) -> int:
               " ".join(f"{r:>12.1f} ({r / drawn:>4.0%} of draw)" for r in rates) +
               f"  >= {target:.1f}: {verdict}")
     if not args.no_chains:
-        print("\nthe reference on chains: seconds per node")
-        print(f"{'nodes':>8} {'build':>12} {'run':>12} {'build growth':>13} {'run growth':>11}")
-        previous = None
-        for n, build, run in chain_figures():
-            growth = "" if previous is None else \
-                f"{build / previous[0]:>12.2f}x {run / previous[1]:>10.2f}x"
-            print(f"{n:>8} {build * 1e6:>10.1f}us {run * 1e6:>10.1f}us {growth}")
-            previous = (build, run)
+        for collect in (True, False):
+            print(f"\nthe reference on chains, seconds per node, garbage collector "
+                  f"{'on' if collect else 'off'}")
+            print(f"{'nodes':>8} {'build':>12} {'run':>12} {'build growth':>13} "
+                  f"{'run growth':>11}")
+            previous = None
+            for n, build, run in chain_figures(collect=collect):
+                growth = "" if previous is None else \
+                    f"{build / previous[0]:>12.2f}x {run / previous[1]:>10.2f}x"
+                print(f"{n:>8} {build * 1e6:>10.1f}us {run * 1e6:>10.1f}us {growth}")
+                previous = (build, run)
         print("(growth: the per-node time at this size over the one at the size before; "
               "1.0 is linear)")
     return 0
