@@ -17,6 +17,12 @@ TRANSCENDENTAL = frozenset({"exp2", "log2", "sin"})
 SUMMARY: dict[str, str] = {}
 
 
+def single_op_source(op: str, count: int) -> str:
+    """`op` over `count` f32 values of slot 0, stored back: how one op is measured alone."""
+    return (f"%a = buffer slot=0 dtype=f32 shape=[{count}]\n%x = load %a\n%y = {op} %x\n"
+            "store %a %y\n")
+
+
 def declared(source: str) -> dict[int, tuple[str, tuple[int, ...]]]:
     return cases.buffer_slots(source)
 

@@ -11,7 +11,16 @@ from hypothesis import strategies as st
 from generators import exact_programs, programs
 from reference import exact
 
-from .checks import TRANSCENDENTAL, check, declared, difference, exclusions, expected, supported
+from .checks import (
+    TRANSCENDENTAL,
+    check,
+    declared,
+    difference,
+    exclusions,
+    expected,
+    single_op_source,
+    supported,
+)
 from .record import RECORDER
 
 
@@ -37,8 +46,7 @@ def test_programs_with_transcendentals(impl, data):
 def test_transcendental_within_declared_ulps(impl, op, values):
     if op in impl.unsupported():
         pytest.skip(f"{op} is unsupported")
-    source = (f"%a = buffer slot=0 dtype=f32 shape=[{len(values)}]\n%x = load %a\n"
-              f"%y = {op} %x\nstore %a %y\n")
+    source = single_op_source(op, len(values))
     buffers = {0: np.array(values, np.float32)}
     got = impl.run_case(source, buffers, declared(source))
     want = expected(source, buffers)

@@ -25,7 +25,7 @@ from generators import (
 )
 from reference import cases
 
-from .checks import TRANSCENDENTAL, expected
+from .checks import TRANSCENDENTAL, expected, single_op_source
 
 FORMAT = "gradient-conformance-vectors/1"
 
@@ -35,8 +35,7 @@ def transcendental_samples(draw, *, max_size: int = 32) -> Case:
     """One of exp2, log2, sin over a list of f32 values; shrinks towards one value, 0.0."""
     op = draw(st.sampled_from(sorted(TRANSCENDENTAL)))
     values = draw(st.lists(st.floats(width=32), min_size=1, max_size=max_size))
-    source = (f"%a = buffer slot=0 dtype=f32 shape=[{len(values)}]\n%x = load %a\n"
-              f"%y = {op} %x\nstore %a %y\n")
+    source = single_op_source(op, len(values))
     return Case(source, {0: np.array(values, np.float32)}, None,
                 f"{op} over {len(values)} values", features=frozenset({op}))
 
