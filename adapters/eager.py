@@ -38,6 +38,13 @@ def shape_of(shape) -> tuple[int, ...]:
     return (shape,) if isinstance(shape, int) else tuple(shape)
 
 
+def reduce_axes(attrs: dict, rank: int) -> tuple[int, ...]:
+    """The axes a `reduce` folds: all of them without `axis`, else the listed ones (a single
+    integer is one axis)."""
+    axis = attrs.get("axis")
+    return tuple(range(rank)) if axis is None else shape_of(axis)
+
+
 class IndexOutOfRange(IndexError):
     """A load or store index outside its buffer: the one run-time error of a valid program."""
 

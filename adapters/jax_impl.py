@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from adapters.eager import FRAMEWORK_CAPABILITIES, NUMPY, Backend, build_with, shape_of
+from adapters.eager import FRAMEWORK_CAPABILITIES, NUMPY, Backend, build_with, reduce_axes, shape_of
 
 NAME = "jax"
 VERSION = jax.__version__
@@ -35,8 +35,7 @@ class Value:
 
 def _reduce(a, attrs):
     axis = attrs.get("axis")
-    dims = tuple(range(a.ndim)) if axis is None else ((axis,) if isinstance(axis, int)
-                                                       else tuple(axis))
+    dims = reduce_axes(attrs, a.ndim)
     keep = axis is not None
     fn = {"add": jnp.sum, "max": jnp.max, "mul": jnp.prod}[attrs["op"]]
     # A max over nothing raises in JAX (no identity): its answer, passed on.

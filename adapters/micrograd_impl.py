@@ -23,7 +23,7 @@ import importlib.metadata
 import numpy as np
 from micrograd.engine import Value
 
-from adapters.eager import Backend, build_with, shape_of
+from adapters.eager import Backend, build_with, reduce_axes, shape_of
 
 NAME = "micrograd"
 VERSION = importlib.metadata.version("micrograd")
@@ -60,8 +60,7 @@ def _reduce(a, attrs):
     if attrs["op"] != "add":
         raise Unsupported(f"micrograd has no reduce op={attrs['op']}")
     axis = attrs.get("axis")
-    dims = tuple(range(a.ndim)) if axis is None else ((axis,) if isinstance(axis, int)
-                                                       else tuple(axis))
+    dims = reduce_axes(attrs, a.ndim)
     kept = [d for d in range(a.ndim) if d not in dims]
     moved = np.transpose(a, kept + list(dims)).reshape(
         [a.shape[d] for d in kept] + [int(np.prod([a.shape[d] for d in dims]))])

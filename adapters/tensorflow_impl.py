@@ -14,7 +14,15 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from adapters.eager import FRAMEWORK_CAPABILITIES, NUMPY, Backend, Program, build_with, shape_of
+from adapters.eager import (
+    FRAMEWORK_CAPABILITIES,
+    NUMPY,
+    Backend,
+    Program,
+    build_with,
+    reduce_axes,
+    shape_of,
+)
 
 NAME = "tensorflow"
 VERSION = tf.__version__
@@ -25,8 +33,7 @@ DTYPES = {"f32": tf.float32, "i32": tf.int32, "bool": tf.bool}
 
 def _reduce(a, attrs):
     axis = attrs.get("axis")
-    dims = list(range(len(a.shape))) if axis is None else \
-        ([axis] if isinstance(axis, int) else list(axis))
+    dims = list(reduce_axes(attrs, len(a.shape)))
     if not dims:
         return tf.identity(a)
     fn = {"add": tf.reduce_sum, "max": tf.reduce_max, "mul": tf.reduce_prod}[attrs["op"]]

@@ -19,7 +19,7 @@ import numpy as np
 from tinygrad import Tensor, dtypes
 from tinygrad.uop.ops import Ops
 
-from adapters.eager import FRAMEWORK_CAPABILITIES, NUMPY, Backend, build_with, shape_of
+from adapters.eager import FRAMEWORK_CAPABILITIES, NUMPY, Backend, build_with, reduce_axes, shape_of
 
 NAME = "tinygrad"
 VERSION = importlib.metadata.version("tinygrad")
@@ -34,8 +34,7 @@ ALU = {"add": Ops.ADD, "mul": Ops.MUL, "max": Ops.MAX, "idiv": Ops.CDIV, "mod": 
 
 def _reduce(a: Tensor, attrs) -> Tensor:
     axis = attrs.get("axis")
-    dims = tuple(range(a.ndim)) if axis is None else ((axis,) if isinstance(axis, int)
-                                                       else tuple(axis))
+    dims = reduce_axes(attrs, a.ndim)
     if not dims:
         return a
     keep = axis is not None

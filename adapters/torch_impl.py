@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from adapters.eager import FRAMEWORK_CAPABILITIES, Backend, build_with, shape_of
+from adapters.eager import FRAMEWORK_CAPABILITIES, Backend, build_with, reduce_axes, shape_of
 
 DTYPES = {"f32": torch.float32, "i32": torch.int32, "bool": torch.bool}
 
@@ -27,8 +27,7 @@ CAPABILITIES = FRAMEWORK_CAPABILITIES
 
 def _reduce(a, attrs):
     op, axis = attrs["op"], attrs.get("axis")
-    dims = tuple(range(a.dim())) if axis is None else \
-        ((axis,) if isinstance(axis, int) else tuple(axis))
+    dims = reduce_axes(attrs, a.dim())
     if not dims:
         return a.clone()
     if op == "add":

@@ -146,14 +146,9 @@ def describe_tape(check: str, test_id: str, tape, want: Outcome, got: Outcome, *
     if got.status == "failure":
         kind = "failure"
     elif want.status == got.status == "ok":
-        for k, (a, b) in enumerate(zip(want.derivatives, got.derivatives, strict=True)):
-            if not exact.same_f32(a, b):
-                first = k if first is None else first
-                nan = exact.is_nan(a) or exact.is_nan(b)
-                elements.append(Element(0, k, exact.f32_to_text(a), f"0x{a:08x}",
-                                        exact.f32_to_text(b), f"0x{b:08x}",
-                                        None if nan else exact.ulp_distance(a, b)))
-        kind = _kind(want.derivatives[first], got.derivatives[first]) if elements else "none"
+        elements, kinds = _f32_elements(0, want.derivatives, got.derivatives)
+        first = elements[0].index if elements else None
+        kind = kinds[0] if kinds else "none"
     kinds = sorted({str(e[0]) for e in tape if isinstance(e, list | tuple) and e}) \
         if isinstance(tape, list) else []
     subject = (want.message if want.status == "rejected" else
@@ -178,21 +173,30 @@ def differing_elements(want: Outcome, got: Outcome) -> tuple[list[Element], str]
         if g is None:
             continue
         if w.dtype == np.float32:
-            pairs = zip(w.view(np.uint32).ravel().tolist(), g.view(np.uint32).ravel().tolist(),
-                        strict=True)
-            for k, (a, b) in enumerate(pairs):
-                if not exact.same_f32(a, b):
-                    kinds.append(_kind(a, b))
-                    nan = exact.is_nan(a) or exact.is_nan(b)
-                    found.append(Element(slot, k, exact.f32_to_text(a), f"0x{a:08x}",
-                                         exact.f32_to_text(b), f"0x{b:08x}",
-                                         None if nan else exact.ulp_distance(a, b)))
+            more, more_kinds = _f32_elements(slot, w.view(np.uint32).ravel().tolist(),
+                                             g.view(np.uint32).ravel().tolist())
+            found += more
+            kinds += more_kinds
         else:
             for k in np.flatnonzero(w.ravel() != g.ravel()).tolist():
                 a, b = w.ravel()[k].item(), g.ravel()[k].item()
                 kinds.append("value")
                 found.append(Element(slot, k, str(a), _bits(a), str(b), _bits(b)))
     return found[:MAX_ELEMENTS], kinds[0] if kinds else "none"
+
+
+def _f32_elements(slot: int, want: list[int], got: list[int]) -> tuple[list[Element], list[str]]:
+    """The f32 elements (bit patterns) that differ, any NaN matching any NaN, and the kind of
+    each difference."""
+    found, kinds = [], []
+    for k, (a, b) in enumerate(zip(want, got, strict=True)):
+        if not exact.same_f32(a, b):
+            kinds.append(_kind(a, b))
+            nan = exact.is_nan(a) or exact.is_nan(b)
+            found.append(Element(slot, k, exact.f32_to_text(a), f"0x{a:08x}",
+                                 exact.f32_to_text(b), f"0x{b:08x}",
+                                 None if nan else exact.ulp_distance(a, b)))
+    return found, kinds
 
 
 def _kind(a: int, b: int) -> str:
