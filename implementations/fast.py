@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import re
+from decimal import Decimal
 from fractions import Fraction
 
 import numpy as np
@@ -41,14 +42,25 @@ def f32_literal(text: str) -> np.float32:
     the neighbour that is exactly nearest."""
     if text in ("inf", "-inf", "nan"):
         return np.float32(text)
-    m = re.fullmatch(r"(-?[\d.]+)[eE]([+-]?\d+)", text)
-    if m and abs(int(m.group(2))) > 1000:  # far outside f32: skip the exact arithmetic
-        zero = Fraction(m.group(1)) == 0
-        negative = text.startswith("-")
-        if zero or int(m.group(2)) < 0:
+    negative = text.startswith("-")
+    mantissa, _, exponent = text.lstrip("-").lower().partition("e")
+    whole, _, fraction = mantissa.partition(".")
+    digits = (whole + fraction).lstrip("0")
+    if not digits:
+        return np.float32(-0.0 if negative else 0.0)
+    # Far outside f32, skip the exact arithmetic: by the decimal exponent of the leading
+    # digit, or by an exponent too long for int() to read (no mantissa makes up for it).
+    if len(exponent.lstrip("+-").lstrip("0")) > 12:
+        far = 99 if not exponent.startswith("-") else -99
+    else:
+        far = len(whole.lstrip("0")) - 1 if whole.strip("0") else \
+            -(len(fraction) - len(fraction.lstrip("0")) + 1)
+        far += int(exponent or "0")
+    if far > 40 or far < -47:
+        if far < 0:
             return np.float32(-0.0 if negative else 0.0)
         return np.float32(-np.inf if negative else np.inf)
-    exact = Fraction(text)
+    exact = Fraction(Decimal(text))  # Decimal reads any number of digits; int() does not
     with np.errstate(over="ignore"):
         guess = np.float32(float(text)) if abs(exact) < 10**40 else np.float32(
             math.copysign(math.inf, exact))
@@ -60,7 +72,7 @@ def f32_literal(text: str) -> np.float32:
     for c in candidates:
         if np.isinf(c):
             # overflow: inf is nearest from 2**128 - 2**103 on (the tie goes to inf)
-            if abs(exact) >= 2**128 - 2**103 and np.sign(c) == np.sign(float(exact)):
+            if abs(exact) >= 2**128 - 2**103 and (c > 0) == (exact > 0):
                 return c
             continue
         distance = abs(Fraction(float(c)) - exact)

@@ -167,8 +167,9 @@ def format_case(source: str, *, inputs: dict[int, np.ndarray], outputs=None, err
     """The case file for `source`: the inverse of `parse_case`. `outputs` (slot -> array) are
     expected bit for bit; `error` is a rejection kind (or "any"); `comments` open the file,
     and `directives` follow them as `#:` lines that this parser ignores (a vector's class).
-    The program's own `#:` lines are dropped, so a case is never expected twice."""
-    slots = buffer_slots(source)
+    The program's own `#:` lines are dropped, so a case is never expected twice. A source
+    that does not parse (a syntax-error case) can only carry an error."""
+    slots = buffer_slots(source) if inputs or outputs else {}
     lines = [f"# {line}".rstrip() for text in comments for line in str(text).splitlines()]
     lines += [f"#: {directive}" for directive in directives]
     for slot, array in sorted(inputs.items()):

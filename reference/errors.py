@@ -64,6 +64,11 @@ class RunError(IRError):
     kind = "run"
 
 
+class IndexOutOfRange(RunError, IndexError):
+    """An index out of range: the one run-time error a valid program may have. It is an
+    IndexError too, as the protocol's callers look for (SPEC.md, "Statuses")."""
+
+
 def _clip(token: str, limit: int = 40) -> str:
     token = token.encode("unicode_escape").decode("ascii")
     return token if len(token) <= limit else token[: limit - 3] + "..."

@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 import re
 import struct
+from decimal import Decimal
 from fractions import Fraction
 
 import numpy as np
@@ -112,6 +113,13 @@ def f32_from_text(text: str) -> int:
     first = len(digits) - len(digits.lstrip("0"))  # index of the first nonzero digit
     if first == len(digits):
         return NEG_ZERO if negative else POS_ZERO
+    # An exponent of more than 12 digits is beyond the f32 range, whatever the mantissa (no
+    # line holds the 10**11 digits that could make up for it), and may be beyond what int()
+    # reads from a string: infinity, or zero.
+    if len(exponent.lstrip("+-").lstrip("0")) > 12:
+        if exponent.startswith("-"):
+            return NEG_ZERO if negative else POS_ZERO
+        return NEG_INF if negative else POS_INF
     # The value lies in [10**magnitude, 10**(magnitude + 1)).
     magnitude = len(whole) - first - 1 + int(exponent or "0")
     if magnitude > _MAX_DECIMAL_EXPONENT:
@@ -471,7 +479,8 @@ class Rational:
         return self._transcendental("sin", lambda c, v: c.sin(v), x)
 
     def from_decimal(self, text: str) -> int:
-        return self.round(Fraction(text), negative_zero=text.startswith("-"))
+        # Through Decimal, which reads any number of digits (Fraction's int() does not).
+        return self.round(Fraction(Decimal(text)), negative_zero=text.startswith("-"))
 
     def from_dyadic(self, mantissa: int, exponent: int) -> int:
         return self.round(Fraction(mantissa) * Fraction(2) ** exponent)

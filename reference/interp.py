@@ -16,7 +16,7 @@ import numpy as np
 
 from . import exact
 from .build import Define, Loop, Program, Store
-from .errors import RunError
+from .errors import IndexOutOfRange
 from .graph import Node
 
 NUMPY_DTYPES = {"f32": np.float32, "i32": np.int32, "bool": np.bool_}
@@ -163,7 +163,7 @@ class Interpreter:
         k = index.item()
         if not 0 <= k < buffer.size:
             name = self.program.names.get(buffer, f"slot {buffer.attr('slot')}")
-            raise RunError(line, str(k), f"index {k} is out of range for {name}, which has "
+            raise IndexOutOfRange(line, str(k), f"index {k} is out of range for {name}, which has "
                            f"{buffer.size} element{'s' if buffer.size != 1 else ''}")
         return k
 
