@@ -21,9 +21,9 @@ import dataclasses
 
 import numpy as np
 
-from reference.build import build_program
-from reference.interp import NUMPY_DTYPES
-from reference.syntax import Operand, Statement, parse
+from gradient_conformance.reference.build import build_program
+from gradient_conformance.reference.interp import NUMPY_DTYPES
+from gradient_conformance.reference.syntax import Operand, Statement, parse
 
 # What a framework adapter claims: its exp2, log2 and sin within 2 ulps (none of them promise
 # correct rounding), correct rounding elsewhere, and no bit-exact gradients (each sums and

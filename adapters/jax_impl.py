@@ -15,7 +15,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from adapters.eager import FRAMEWORK_CAPABILITIES, NUMPY, Backend, build_with, reduce_axes, shape_of
+from gradient_conformance.adapters.eager import (
+    FRAMEWORK_CAPABILITIES,
+    NUMPY,
+    Backend,
+    build_with,
+    reduce_axes,
+    shape_of,
+)
 
 NAME = "jax"
 VERSION = jax.__version__

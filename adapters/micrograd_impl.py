@@ -23,7 +23,7 @@ import importlib.metadata
 import numpy as np
 from micrograd.engine import Value
 
-from adapters.eager import Backend, build_with, reduce_axes, shape_of
+from gradient_conformance.adapters.eager import Backend, build_with, reduce_axes, shape_of
 
 NAME = "micrograd"
 VERSION = importlib.metadata.version("micrograd")

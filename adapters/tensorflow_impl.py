@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from adapters.eager import (
+from gradient_conformance.adapters.eager import (
     FRAMEWORK_CAPABILITIES,
     NUMPY,
     Backend,

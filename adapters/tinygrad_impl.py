@@ -19,7 +19,14 @@ import numpy as np
 from tinygrad import Tensor, dtypes
 from tinygrad.uop.ops import Ops
 
-from adapters.eager import FRAMEWORK_CAPABILITIES, NUMPY, Backend, build_with, reduce_axes, shape_of
+from gradient_conformance.adapters.eager import (
+    FRAMEWORK_CAPABILITIES,
+    NUMPY,
+    Backend,
+    build_with,
+    reduce_axes,
+    shape_of,
+)
 
 NAME = "tinygrad"
 VERSION = importlib.metadata.version("tinygrad")

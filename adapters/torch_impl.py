@@ -13,7 +13,13 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from adapters.eager import FRAMEWORK_CAPABILITIES, Backend, build_with, reduce_axes, shape_of
+from gradient_conformance.adapters.eager import (
+    FRAMEWORK_CAPABILITIES,
+    Backend,
+    build_with,
+    reduce_axes,
+    shape_of,
+)
 
 DTYPES = {"f32": torch.float32, "i32": torch.int32, "bool": torch.bool}
 

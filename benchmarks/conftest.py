@@ -12,8 +12,8 @@ import pathlib
 import numpy as np
 import pytest
 
-from conformance.implementation import load
-from reference import cases
+from gradient_conformance.conformance.implementation import load
+from gradient_conformance.reference import cases
 
 WORKLOADS = pathlib.Path(__file__).resolve().parent / "workloads"
 # Workload -> rounds: the slow ones (the reference on 10^6 elements, or 10^4 nodes) run
@@ -24,7 +24,7 @@ MEDIANS: dict[tuple[str, str], dict[str, float]] = {}
 
 
 def specs(config) -> list[str]:
-    given = config.getoption("--impl") or ["implementations.fast"]
+    given = config.getoption("--impl") or ["gradient_conformance.implementations.fast"]
     return ["reference", *[s for s in given if s != "reference"]]
 
 
@@ -41,7 +41,9 @@ _LOADED: dict[str, object] = {}
 @pytest.fixture(scope="session")
 def implementation(impl_spec):
     if impl_spec not in _LOADED:
-        _LOADED[impl_spec] = load(impl_spec)
+        # In process: nothing between the clock and the implementation (a cmd: program is
+        # timed through its protocol, as it must be).
+        _LOADED[impl_spec] = load(impl_spec, in_process=True)
     return _LOADED[impl_spec]
 
 

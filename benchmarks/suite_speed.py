@@ -20,18 +20,18 @@ import numpy as np
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-import reference
 from benchmarks.workloads.make import chain
-from conformance import (
+from gradient_conformance import reference
+from gradient_conformance.conformance.checks import (
     test_derivative,
     test_forward,
     test_gradient_bits,
     test_rejection,
 )
-from conformance.checks import exclusions
-from conformance.implementation import load
-from conformance.record import RECORDER
-from generators import (
+from gradient_conformance.conformance.checks.compare import exclusions
+from gradient_conformance.conformance.implementation import load
+from gradient_conformance.conformance.record import RECORDER
+from gradient_conformance.generators import (
     differentiable_programs,
     exact_programs,
     invalid_gradients,
@@ -69,7 +69,7 @@ def draw_rate(strategy, n: int) -> tuple[float, float]:
 def check_rate(test, impl, n: int) -> float:
     """Cases checked per second by one of the suite's checks."""
     wrapped = _settings(n)(given(data=st.data())(test.hypothesis.inner_test))
-    RECORDER.reset()
+    RECORDER.begin("speed", "speed")
     start = time.perf_counter()
     wrapped(impl=impl)
     return RECORDER.cases / (time.perf_counter() - start)
@@ -112,10 +112,11 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.suite_speed")
     parser.add_argument("--examples", type=int, default=200, help="examples per measurement")
     parser.add_argument("--impl", action="append", default=None,
-                        help="implementations (default: reference and implementations.fast)")
+                        help="implementations (default: reference and the fast one)")
     parser.add_argument("--no-chains", action="store_true")
     args = parser.parse_args(argv)
-    impls = [load(s) for s in (args.impl or ["reference", "implementations.fast"])]
+    impls = [load(s) for s in (args.impl or ["reference",
+                                            "gradient_conformance.implementations.fast"])]
     print(f"cases per second, {args.examples} examples each (derandomized)")
     print(f"{'check':<20} {'draw only':>10} {'statements':>10} " +
           " ".join(f"{i.label:>22}" for i in impls) + "  target")

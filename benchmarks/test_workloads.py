@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from generators.writer import features_of
-
-from .conftest import MEDIANS, ROUNDS, inputs, source_of
+from benchmarks.conftest import MEDIANS, ROUNDS, inputs, source_of
+from gradient_conformance.generators.writer import features_of
 
 
 def _skip_unsupported(implementation, source):

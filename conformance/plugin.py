@@ -1,24 +1,29 @@
-"""The pytest plugin: `pytest conformance --impl=MODULE`. SPEC.md, "The conformance suite".
+"""The pytest plugin: `gradient-conformance --impl=X`, or `pytest --pyargs
+gradient_conformance.conformance.checks --impl=X`. SPEC.md, "The conformance suite".
 
-Registered through the `pytest11` entry point (conformance/conftest.py stands in when the
-project is not installed). Inert unless `--impl` is given: the checks then skip, saying so.
+Installed, pytest loads this module in every run of the venv, so it stays inert until asked
+for: importing it costs nothing but pytest, its options carry the `--conformance-` prefix
+(only `--impl` has a short name), and nothing heavy (numpy, Hypothesis, Jinja2, the oracle)
+is imported until `--impl` is given. Collecting the suite without `--impl` is a usage error.
+
+Each check runs where pytest runs it: in this process, or in an xdist worker. Whatever a check
+saw (its outcome, its divergence, the cases it ran per op, the figures) rides on its test
+report (`user_properties`), so that the process that writes the reports, this one or the
+xdist controller, sees every worker's.
 """
 
 from __future__ import annotations
 
-import datetime
+import argparse
+import functools
+import json
+import os
 import pathlib
+import shlex
+import sys
 import time
-import warnings
 
 import pytest
-from hypothesis import HealthCheck, Phase, settings
-
-from reports.html import render
-from reports.records import Report, to_json
-
-from .implementation import load
-from .record import RECORDER
 
 PROFILES = {
     # Derandomized, so a CI run is repeatable; sized so the whole suite stays near a minute.
@@ -26,94 +31,364 @@ PROFILES = {
     "dev": dict(max_examples=100, deadline=None),
     "nightly": dict(max_examples=2000, deadline=None),
 }
-for _name, _values in PROFILES.items():
-    settings.register_profile(f"conformance-{_name}", suppress_health_check=list(HealthCheck),
-                              **_values)
+PROPERTY = "gradient_conformance"  # the user_properties entry a check's record rides in
+DEFAULT_OUTPUT = ".gradient-conformance"
+USAGE = ("name the implementation to test: --impl=MODULE (a module importable from here), "
+         "--impl=path/to/impl.py, --impl=reference, or --impl=cmd:'PROGRAM ARGS' "
+         "(gradient-conformance spec \"The protocol\")")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} examples would check nothing; give 1 or "
+                                         "more")
+    return value
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError("the timeout must be more than 0 seconds")
+    return value
 
 
 def pytest_addoption(parser):
-    group = parser.getgroup("conformance", "gradient conformance suite")
-    group.addoption("--impl", action="append", default=None,
-                    help="the implementation under test: reference, a "
-                    "module name, a path to a .py file, or cmd:'PROGRAM ARGS'")
-    group.addoption("--profile", default="ci", choices=sorted(PROFILES),
-                    help="ci (derandomized, about a minute), dev, or nightly (many examples)")
-    group.addoption("--max-examples", type=int, default=None,
-                    help="Hypothesis examples per check, overriding the profile")
-    group.addoption("--no-shrink", action="store_true",
-                    help="report failing cases as found, without shrinking them (faster "
-                    "against an implementation that hangs)")
-    group.addoption("--case-timeout", type=float, default=20.0,
-                    help="seconds an implementation may take to build or run one case")
-    group.addoption("--xfails-file", default=None, help="test ids expected to fail, one a line")
-    group.addoption("--skips-file", default=None, help="test ids to skip, one a line")
-    group.addoption("--report", default=None, metavar="PATH.html",
+    group = parser.getgroup("gradient_conformance",
+                            "gradient conformance suite (gradient-conformance --help)")
+    group.addoption("--impl", action="append", default=None, metavar="IMPL",
+                    help="the implementation under test: a module name, a .py file, "
+                    "reference, or cmd:'PROGRAM ARGS'")
+    group.addoption("--conformance-profile", default="ci", choices=sorted(PROFILES),
+                    help="ci (derandomized, the same cases every run), dev, or nightly "
+                    "(many examples)")
+    group.addoption("--conformance-max-examples", type=_positive_int, default=None,
+                    metavar="N", help="Hypothesis examples per check, instead of the "
+                    "profile's")
+    group.addoption("--conformance-no-shrink", action="store_true",
+                    help="report failing cases as found, without shrinking them")
+    group.addoption("--conformance-case-timeout", type=_positive_seconds, default=20.0,
+                    metavar="SECONDS", help="how long the implementation may take to build "
+                    "and run one case (default 20)")
+    group.addoption("--conformance-load-timeout", type=_positive_seconds, default=120.0,
+                    metavar="SECONDS", help="how long the implementation may take to start "
+                    "(import its module, or answer a cmd: program's first request; default "
+                    "120)")
+    group.addoption("--conformance-in-process", action="store_true",
+                    help="call a Python implementation in the suite's own process, for a "
+                    "debugger: UNPROTECTED, a crash or a hang of the implementation is the "
+                    "suite's")
+    group.addoption("--conformance-xfails-file", default=None, metavar="FILE",
+                    help="checks or case files expected to fail: one a line, each matched as "
+                    "a part of the stable id (test_forward.py::test_name[param])")
+    group.addoption("--conformance-skips-file", default=None, metavar="FILE",
+                    help="checks or case files to skip, matched as for the xfails file")
+    group.addoption("--conformance-report", default=None, metavar="PATH.html",
                     help="write the HTML report of the run here")
-    group.addoption("--report-json", default=None, metavar="PATH.json",
-                    help="write the run as JSON here (schema in SPEC.md, \"Reports\")")
-    group.addoption("--cases-out", default=None, metavar="DIR",
-                    help="save each divergence as a case file here (default: beside the "
-                    "report, in REPORT.cases/, or .conformance/divergences/)")
+    group.addoption("--conformance-report-json", default=None, metavar="PATH.json",
+                    help="write the run as JSON here")
+    group.addoption("--conformance-cases-out", default=None, metavar="DIR",
+                    help="save each divergence as a case file here (default: REPORT.cases/ "
+                    f"beside the report, or {DEFAULT_OUTPUT}/divergences/)")
+
+
+# --- configuration ---------------------------------------------------------------------------
+
+
+class Run:
+    """The suite's state in this process: the implementation, and (where the reports are
+    written) what every check saw."""
+
+    def __init__(self, config, spec: str):
+        self.config, self.spec = config, spec
+        self.base = pathlib.Path(config.invocation_params.dir).resolve()
+        self.profile = config.getoption("--conformance-profile")
+        self.cases_dir = self._cases_dir()
+        self.started, self.clock = time.time(), time.monotonic()
+        self.outcomes: dict[str, dict[str, int]] = {}
+        self.skips: dict[str, set[str]] = {}
+        self.ops: dict[str, dict[str, list[int]]] = {}
+        self.ulps: dict[str, dict] = {}
+        self.figures: dict[str, dict] = {}
+        self.divergences: list = []
+        self.written: list[pathlib.Path] = []
+        self.impl = None
+
+    def _cases_dir(self) -> pathlib.Path:
+        option = self.config.getoption
+        given = option("--conformance-cases-out")
+        report = option("--conformance-report") or option("--conformance-report-json")
+        if given:
+            return self.base / given
+        if report:
+            return (self.base / report).with_suffix(".cases")
+        # Like pytest's own cache folder: what a run writes stays out of the user's git.
+        root = self.base / DEFAULT_OUTPUT
+        root.mkdir(exist_ok=True)
+        (root / ".gitignore").write_text("*\n")
+        return root / "divergences"
+
+    def take(self, record: dict) -> None:
+        """One check's record, from this process or an xdist worker."""
+        from gradient_conformance.conformance.record import merge_figures
+        from gradient_conformance.reports.records import divergence_from_dict
+        check = record["check"]
+        per_check = self.outcomes.setdefault(check, {})
+        per_check[record["outcome"]] = per_check.get(record["outcome"], 0) + 1
+        if record.get("skip"):
+            self.skips.setdefault(check, set()).add(record["skip"])
+        divergence = record.get("divergence")
+        failed_ops = set()
+        if divergence is not None:
+            d = divergence_from_dict(divergence)
+            self.divergences.append(d)
+            failed_ops = d.ops
+        for op, cases in record.get("ops", {}).items():
+            cell = self.ops.setdefault(op, {}).setdefault(check, [0, 0])
+            cell[0] += cases
+        for op in failed_ops:
+            self.ops.setdefault(op, {}).setdefault(check, [0, 0])[1] += 1
+        self.ulps.update(record.get("ulps", {}))
+        for name, values in record.get("figures", {}).items():
+            self.figures[name] = merge_figures(self.figures.get(name, {}), values)
+
+    # Hooks of this run, registered as a plugin of its own when --impl is given.
+
+    def pytest_sessionstart(self, session):
+        if _worker_id(self.config) is None and self.config.getoption("dist", "no") != "no":
+            self.impl.close()  # the xdist controller runs no check: it only needed to ask
+
+    def pytest_runtest_logreport(self, report):
+        """Where the reports are written (not in an xdist worker), take each check's
+        record, from this process or from a worker."""
+        if _worker_id(self.config) is not None:
+            return
+        for name, value in report.user_properties:
+            if name == PROPERTY:
+                self.take(json.loads(value))
+
+    def pytest_sessionfinish(self, session, exitstatus):
+        if _worker_id(self.config) is not None or not self.outcomes:
+            return
+        from gradient_conformance.conformance.record import write_atomically
+        from gradient_conformance.reports.html import render
+        from gradient_conformance.reports.records import to_json
+        report = self.report()
+        for option, text in (("--conformance-report", render),
+                             ("--conformance-report-json", to_json)):
+            if self.config.getoption(option):
+                path = self.base / self.config.getoption(option)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                write_atomically(path, text(report))
+                self.written.append(path)
+
+    def pytest_terminal_summary(self, terminalreporter):
+        if _worker_id(self.config) is not None:
+            return
+        from gradient_conformance.conformance.record import describe_figures
+        lines = describe_figures(self.figures)
+        if self.impl.restarts:
+            lines.append(f"the implementation was started again {self.impl.restarts} times, "
+                         "after crashes, timeouts or replies that broke the protocol")
+        if lines:
+            terminalreporter.section("conformance figures")
+            for line in lines:
+                terminalreporter.write_line(line)
+        for path in self.written:
+            terminalreporter.write_line(f"report written: {_shown(path, self.base)}")
+        saved = [d for d in self.divergences if d.case_file]
+        if saved:
+            terminalreporter.write_line(
+                f"{len(saved)} divergences saved as case files in "
+                f"{_shown(self.cases_dir, self.base)}/; each failure above gives the command "
+                "that replays it")
+
+    def report(self):
+        from importlib import metadata
+
+        import hypothesis
+        import numpy
+
+        from gradient_conformance.reports.records import Report
+        impl = self.impl
+        versions = {"python": sys.version.split()[0], "numpy": numpy.__version__,
+                    "hypothesis": hypothesis.__version__}
+        try:
+            versions["gradient-conformance"] = metadata.version("gradient-conformance")
+        except metadata.PackageNotFoundError:
+            pass
+        return Report(
+            implementation={"name": impl.name, "version": impl.version, "spec": impl.spec,
+                            "capabilities": impl.capabilities},
+            profile=self.profile,
+            started=time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(self.started)),
+            seconds=time.monotonic() - self.clock, checks=self.outcomes,
+            skips={c: sorted(r) for c, r in self.skips.items()}, ops=self.ops,
+            ulps=self.ulps, divergences=self.divergences, versions=versions,
+            command=shlex.join(_command_line(self.config)),
+            isolation=_isolation(self.config, self.spec))
+
+
+def _command_line(config) -> list[str]:
+    """The command of this run as the user typed it: gradient-conformance's own arguments
+    when it started pytest (it says so in the environment), else pytest's."""
+    given = os.environ.get("GRADIENT_CONFORMANCE_COMMAND")
+    if given:
+        try:
+            return [str(arg) for arg in json.loads(given)]
+        except (ValueError, TypeError):
+            pass
+    return ["pytest", *config.invocation_params.args]
+
+
+def _isolation(config, spec: str) -> str:
+    """Where the implementation runs, in words."""
+    if spec.startswith("cmd:"):
+        return "in a process of its own, over JSON lines"
+    if spec == "reference":
+        return "in the suite's process (it is the suite's own oracle)"
+    if config.getoption("--conformance-in-process"):
+        return "in the suite's process, unprotected (--conformance-in-process)"
+    return "in a worker process of its own"
+
+
+def _worker_id(config) -> str | None:
+    """The xdist worker this process is, or None for the process that writes the reports."""
+    return getattr(config, "workerinput", {}).get("workerid")
+
+
+RUN_KEY = pytest.StashKey["Run | None"]()
+SPECS_KEY = pytest.StashKey["list[str]"]()
 
 
 def pytest_configure(config):
     specs = config.getoption("--impl") or []
-    config.conformance_impl = None
+    config.stash[SPECS_KEY] = specs
+    config.stash[RUN_KEY] = None
     if len(specs) != 1:
-        # None: the suite is inert. Several: for benchmarks/, which compares them; the
-        # conformance checks refuse to run then (pytest_collection_modifyitems).
-        config.conformance_several = len(specs) > 1
-        return
-    spec = specs[0]
-    profile = config.getoption("--profile")
-    values = dict(PROFILES[profile])
-    if config.getoption("--max-examples"):
-        values["max_examples"] = config.getoption("--max-examples")
-    if config.getoption("--no-shrink"):
+        return  # none: inert; several: for benchmarks/ (the suite refuses them at collection)
+    from hypothesis import HealthCheck, Phase, settings
+
+    from gradient_conformance import resource
+    from gradient_conformance.conformance.implementation import LoadFailed, load
+    run = Run(config, specs[0])
+    values = dict(PROFILES[run.profile])
+    if config.getoption("--conformance-max-examples"):
+        values["max_examples"] = config.getoption("--conformance-max-examples")
+    if config.getoption("--conformance-no-shrink"):
         values["phases"] = [Phase.explicit, Phase.reuse, Phase.generate]
-    settings.register_profile("conformance-run", suppress_health_check=list(HealthCheck),
+    settings.register_profile("gradient-conformance", suppress_health_check=list(HealthCheck),
                               **values)
-    settings.load_profile("conformance-run")
-    config.conformance_run = Run(spec, profile, _cases_dir(config))
+    settings.load_profile("gradient-conformance")
+    if not any(resource("cases").rglob("*.ir")):
+        raise pytest.UsageError(f"the package's case files are missing from "
+                                f"{resource('cases')}: a broken install")
     try:
-        config.conformance_impl = load(spec, timeout=config.getoption("--case-timeout"))
-    except Exception as problem:  # noqa: BLE001 - whatever the module raised while importing
-        raise pytest.UsageError(f"--impl={spec}: could not load it: "
-                                f"{type(problem).__name__}: {problem}") from None
+        run.impl = load(run.spec, timeout=config.getoption("--conformance-case-timeout"),
+                        load_timeout=config.getoption("--conformance-load-timeout"),
+                        in_process=config.getoption("--conformance-in-process"),
+                        base=str(run.base))
+    except LoadFailed as problem:
+        raise pytest.UsageError(f"--impl={run.spec}: could not load it: {problem}") from None
+    config.stash[RUN_KEY] = run
+    config.pluginmanager.register(run, "gradient-conformance-run")
 
 
-def _cases_dir(config) -> pathlib.Path:
-    given = config.getoption("--cases-out")
-    report = config.getoption("--report") or config.getoption("--report-json")
-    if given:
-        return pathlib.Path(given)
-    if report:
-        return pathlib.Path(report).with_suffix(".cases")
-    return pathlib.Path(".conformance") / "divergences"
+def pytest_unconfigure(config):
+    run = config.stash.get(RUN_KEY, None)
+    if run is not None and run.impl is not None:
+        run.impl.close()
 
 
-class Run:
-    """What the report needs from a pytest run: outcomes per check, and the divergences."""
+def pytest_report_header(config):
+    run = config.stash.get(RUN_KEY, None)
+    if run is None:
+        return None
+    return [f"implementation: {run.impl.label} ({run.spec}), {_isolation(config, run.spec)}",
+            f"capabilities: {json.dumps(run.impl.capabilities)}",
+            f"profile: {run.profile}; divergences saved in {_shown(run.cases_dir, run.base)}/"]
 
-    def __init__(self, spec: str, profile: str, cases_dir: pathlib.Path):
-        self.spec, self.profile, self.cases_dir = spec, profile, cases_dir
-        self.started, self.clock = datetime.datetime.now(datetime.UTC), time.monotonic()
-        self.outcomes: dict[str, dict[str, int]] = {}
-        self.divergences = []
-        RECORDER.reset()
 
-    def count(self, check: str, outcome: str) -> None:
-        per_check = self.outcomes.setdefault(check, {})
-        per_check[outcome] = per_check.get(outcome, 0) + 1
+# --- collection ------------------------------------------------------------------------------
 
-    def report(self, impl) -> Report:
-        return Report(
-            implementation={"name": impl.name, "version": impl.version, "spec": impl.spec,
-                            "capabilities": impl.capabilities},
-            profile=self.profile, started=self.started.isoformat(timespec="seconds"),
-            seconds=time.monotonic() - self.clock, checks=self.outcomes,
-            ops={op: dict(per) for op, per in RECORDER.ops.items()}, ulps=dict(RECORDER.ulps),
-            divergences=self.divergences)
+
+@functools.cache
+def _checks_dir() -> pathlib.Path:
+    from gradient_conformance.conformance import checks
+    return pathlib.Path(checks.__file__).resolve().parent
+
+
+def is_check(item) -> bool:
+    """Whether a collected test is one of the suite's checks (not a user's own test)."""
+    path = getattr(item, "path", None)
+    return path is not None and pathlib.Path(path).resolve().parent == _checks_dir()
+
+
+def stable_id(item) -> str:
+    """The id an xfails or skips entry matches: the check's module and name and its
+    parameter (`test_cases.py::test_case_file[gradient/max_tie.ir]`), the same wherever the
+    implementation or the suite is installed."""
+    return f"{pathlib.Path(item.path).name}::{item.name}"
+
+
+def _entries(path: str | None, base: pathlib.Path) -> list[str]:
+    if not path:
+        return []
+    file = base / path
+    try:
+        lines = file.read_text().splitlines()
+    except OSError as problem:
+        raise pytest.UsageError(f"could not read {path}: {problem.strerror}") from None
+    return [line.split("#")[0].strip() for line in lines if line.split("#")[0].strip()]
+
+
+def pytest_collection_modifyitems(session, config, items):
+    suite = [item for item in items if is_check(item)]
+    if not suite:
+        return
+    specs, run = config.stash[SPECS_KEY], config.stash[RUN_KEY]
+    if not specs:
+        raise pytest.UsageError(f"the conformance suite needs an implementation: {USAGE}")
+    if len(specs) > 1:
+        raise pytest.UsageError("the conformance suite checks one implementation per run; "
+                                "gradient-conformance matrix runs it against several")
+    base = run.base
+    xfails = _entries(config.getoption("--conformance-xfails-file"), base)
+    skips = _entries(config.getoption("--conformance-skips-file"), base)
+    used = set()
+    for item in suite:
+        name = stable_id(item)
+        for entry in skips:
+            if entry in name:
+                used.add(entry)
+                item.add_marker(pytest.mark.skip(reason=f"listed in the skips file: {entry}"))
+        for entry in xfails:
+            if entry in name:
+                used.add(entry)
+                item.add_marker(pytest.mark.xfail(reason=f"listed in the xfails file: {entry}",
+                                                  strict=True))
+    for stale in sorted(set(xfails + skips) - used):
+        config.issue_config_time_warning(pytest.PytestWarning(
+            f"the xfails or skips file names {stale!r}, which is part of no check's id in "
+            "this run: a stale entry"), stacklevel=2)
+
+
+# --- running ---------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def impl(request):
+    """The implementation under test (the suite's checks take it as a fixture)."""
+    run = request.config.stash.get(RUN_KEY, None)
+    if run is None:
+        raise pytest.UsageError(f"the conformance suite needs an implementation: {USAGE}")
+    return run.impl
 
 
 def _check_name(item) -> str:
@@ -121,121 +396,58 @@ def _check_name(item) -> str:
 
 
 def pytest_runtest_setup(item):
-    if getattr(item.config, "conformance_impl", None) is not None:
-        RECORDER.begin(_check_name(item), item.nodeid)
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item, call):
-    """Count each test's outcome under its check, and turn a failure into a divergence."""
-    outcome = yield
-    run = getattr(item.config, "conformance_run", None)
-    if run is None or getattr(item.config, "conformance_impl", None) is None:
+    run = item.config.stash.get(RUN_KEY, None)
+    if run is None or not is_check(item):
         return
-    report, check = outcome.get_result(), _check_name(item)
+    from gradient_conformance.conformance.record import RECORDER
+    RECORDER.begin(_check_name(item), stable_id(item))
+    run.impl.begin_check()
+    needs = getattr(item.module, "PROTOCOL_FUNCTION", "build")
+    if not run.impl.provides(needs):
+        pytest.skip(f"{run.impl.label} defines no {needs}(): these checks are for "
+                    "implementations that do (gradient-conformance spec \"The protocol\")")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Put what the check saw on its report: the outcome under its check's name, its
+    divergence (saved as a case file, and shown as the failure's text), the cases it ran per
+    op, and its figures."""
+    report = yield
+    run = item.config.stash.get(RUN_KEY, None)
+    if run is None or not is_check(item):
+        return report
+    from gradient_conformance.conformance.implementation import Abandoned
+    from gradient_conformance.conformance.record import RECORDER, terminal_text
+    from gradient_conformance.reports.records import divergence_to_dict
+    check = _check_name(item)
+    record = None
     if hasattr(report, "wasxfail"):
         RECORDER.pending = None
-        run.count(check, "xfailed")
+        record = {"check": check, "outcome": "xfailed"}
     elif call.when == "call":
-        run.count(check, report.outcome)
-        divergence = RECORDER.finish(report.failed, report.longreprtext,
-                                     impl_spec=run.spec, cases_dir=run.cases_dir)
-        if divergence is not None:
-            run.divergences.append(divergence)
+        record = {"check": check, "outcome": report.outcome,
+                  "ops": dict(RECORDER.ops), "ulps": RECORDER.ulps,
+                  "figures": RECORDER.figures}
+        d = RECORDER.finish(report.failed, report.longreprtext, impl_spec=run.spec,
+                            cases_dir=run.cases_dir, base=run.base)
+        if d is not None and call.excinfo is not None and call.excinfo.errisinstance(Abandoned):
+            d.description = "\n".join(filter(None, [d.description, f"({call.excinfo.value})"]))
+        if d is not None:
+            record["divergence"] = divergence_to_dict(d)
+            if d.source or d.elements:
+                report.longrepr = terminal_text(d)
     elif report.outcome != "passed":  # a skip or an error in setup, or an error in teardown
-        run.count(check, "skipped" if report.skipped else "failed")
+        record = {"check": check, "outcome": "skipped" if report.skipped else "failed"}
+    if record is not None:
+        if report.skipped and isinstance(report.longrepr, tuple):
+            record["skip"] = str(report.longrepr[2]).removeprefix("Skipped: ")
+        report.user_properties.append((PROPERTY, json.dumps(record)))
+    return report
 
 
-def pytest_sessionfinish(session, exitstatus):
-    config = session.config
-    run, impl = getattr(config, "conformance_run", None), getattr(config, "conformance_impl",
-                                                                   None)
-    if run is None or impl is None:
-        return
-    report = run.report(impl)
-    written = []
-    if config.getoption("--report"):
-        path = pathlib.Path(config.getoption("--report"))
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(render(report))
-        written.append(str(path))
-    if config.getoption("--report-json"):
-        path = pathlib.Path(config.getoption("--report-json"))
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(to_json(report))
-        written.append(str(path))
-    config.conformance_written = written
-
-
-def pytest_unconfigure(config):
-    impl = getattr(config, "conformance_impl", None)
-    if impl is not None:
-        impl.close()
-
-
-def pytest_report_header(config):
-    impl = getattr(config, "conformance_impl", None)
-    if impl is None:
-        return None
-    return [f"implementation: {impl.label} ({impl.spec})",
-            f"capabilities: {impl.capabilities}",
-            f"profile: {config.getoption('--profile')}"]
-
-
-def pytest_terminal_summary(terminalreporter, config):
-    if getattr(config, "conformance_impl", None) is None:
-        return
-    from .checks import SUMMARY
-    if SUMMARY:
-        terminalreporter.section("conformance figures")
-        for line in SUMMARY.values():
-            terminalreporter.write_line(line)
-    run = getattr(config, "conformance_run", None)
-    for path in getattr(config, "conformance_written", []):
-        terminalreporter.write_line(f"report written: {path}")
-    if run is not None and run.divergences:
-        terminalreporter.write_line(f"{len(run.divergences)} divergences saved as case files "
-                                    f"in {run.cases_dir}/")
-
-
-def pytest_generate_tests(metafunc):
-    """The implementation is a parameter, so its name stands in every test id."""
-    impl = getattr(metafunc.config, "conformance_impl", None)
-    if impl is None or "impl" not in metafunc.fixturenames or \
-            not metafunc.module.__name__.startswith("conformance."):
-        return  # inert: no --impl, or a test that is not one of the suite's
-    metafunc.parametrize("impl", [impl], ids=[impl.label.replace(" ", "-")], scope="session",
-                         indirect=True)
-
-
-def _ids(path: str | None) -> set[str]:
-    if not path:
-        return set()
-    lines = pathlib.Path(path).read_text().splitlines()
-    return {line.split("#")[0].strip() for line in lines if line.split("#")[0].strip()}
-
-
-def pytest_collection_modifyitems(config, items):
-    if getattr(config, "conformance_several", False) and any(
-            item.nodeid.startswith("conformance/") for item in items):
-        raise pytest.UsageError("the conformance suite checks one implementation per run; "
-                                "python -m conformance matrix runs it against several")
-    if getattr(config, "conformance_impl", None) is None:
-        return
-    xfails, skips = _ids(config.getoption("--xfails-file")), _ids(config.getoption("--skips-file"))
-    seen = set()
-    for item in items:
-        for wanted in (xfails, skips):
-            for test_id in wanted:
-                # An id may name one implementation's test ([...] and all) or the test for any.
-                if item.nodeid == test_id or item.nodeid.startswith(test_id + "[") \
-                        or item.nodeid.endswith(test_id):
-                    seen.add(test_id)
-                    if wanted is skips:
-                        item.add_marker(pytest.mark.skip(reason="listed in --skips-file"))
-                    else:
-                        item.add_marker(pytest.mark.xfail(reason="listed in --xfails-file",
-                                                          strict=True))
-    for stale in sorted((xfails | skips) - seen):
-        warnings.warn(f"--xfails-file/--skips-file names {stale!r}, which is no test "
-                      "of this run: a stale id", pytest.PytestWarning, stacklevel=1)
+def _shown(path: pathlib.Path, base: pathlib.Path) -> str:
+    try:
+        return str(path.relative_to(base))
+    except ValueError:
+        return str(path)

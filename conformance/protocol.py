@@ -1,169 +1,334 @@
-"""`--impl=cmd:'PROGRAM ARGS'`: an implementation in any language, over JSON lines.
-SPEC.md, "The protocol".
+"""`--impl=cmd:'PROGRAM ARGS'`: an implementation in any language, over JSON lines. SPEC.md,
+"The protocol".
 
-`CommandImplementation(argv)` looks like a Python implementation (`build(source)` returning
-`run(buffers)`), and stands between the suite and a process it does not trust. A process that
-crashes, hangs past the timeout, or writes anything but a reply is an `ImplementationFailure`
-with its reason and the tail of its stderr, and is started again for the next request. A
-rejection at build raises `BuildRejected`; a run failure raises `RunFailed`. The suite itself
-never hangs and never crashes on what the process does.
+    -> {"id": 1, "build": "<program text>"}
+    <- {"id": 1, "ok": true}                      or {"id": 1, "ok": false, "error": "..."}
+    -> {"id": 2, "run": 1, "buffers": {"0": {"dtype": "f32", "shape": [5], "bits": [...]}}}
+    <- {"id": 2, "ok": true, "buffers": {...}}    or {"id": 2, "ok": false, "error": "...",
+                                                      "kind": "index"}
+    -> {"id": 3, "backprop": [["input", 1073741824], ["mul", 0, 0]]}
+    <- {"id": 3, "ok": true, "derivatives": [...]} or {"id": 3, "ok": false, "error": "..."}
+
+Here are the codec (buffers and tape leaves as raw 32-bit patterns), the client `Command`,
+which stands between the suite and a process it does not trust, and `serve`, the server loop
+`gradient-conformance serve MODULE` runs for any Python module.
+
+The client reads strictly: a reply is one line of JSON (no NaN or Infinity, valid UTF-8, no
+longer than the request allows) that answers the request's id with the fields the protocol
+gives it. Anything else, a process that ends, or one that takes longer than the deadline, is a
+failure; the process's session is killed, and it is started again for the next case.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import queue
-import subprocess
-import tempfile
-import threading
+import math
+import struct
+import time
 
 import numpy as np
 
-from reference.serve import decode_buffer, encode_buffer, encode_tape
+from gradient_conformance.conformance.calling import DTYPE_STRINGS, bounded
+from gradient_conformance.conformance.process import Child, ChildFailed
 
-DEFAULT_TIMEOUT = 20.0  # seconds per request; the suite passes its own per-case timeout
-STDERR_TAIL = 4000
-
-
-class ImplementationFailure(Exception):
-    """The process misbehaved: `reason` is crash, timeout, junk or mismatch."""
-
-    def __init__(self, reason: str, detail: str, stderr: str = ""):
-        self.reason, self.detail, self.stderr = reason, detail, stderr
-        super().__init__(f"{reason}: {detail}" + (f"\nstderr:\n{stderr}" if stderr else ""))
+DTYPE_NAMES = {np.dtype(numpy_dtype): name for name, numpy_dtype in DTYPE_STRINGS.items()}
+LEAVES = ("input", "const")
 
 
-class BuildRejected(Exception):
-    """The implementation rejected the program at build (its message is the argument)."""
+# --- the codec -----------------------------------------------------------------------------
 
 
-class RunFailed(Exception):
-    """The run failed; `kind` is "index" when the implementation says an index was out of
-    range, else whatever it said (or "run")."""
+def encode_buffer(array: np.ndarray) -> dict:
+    """A numpy array as the protocol's buffer: dtype, shape, and raw 32-bit patterns."""
+    array = np.asarray(array)
+    bits = array.astype(np.uint32) if array.dtype == np.bool_ else array.view(np.uint32)
+    return {"dtype": DTYPE_NAMES[array.dtype], "shape": list(array.shape),
+            "bits": bits.ravel().tolist()}
 
-    def __init__(self, message: str, kind: str = "run"):
-        self.kind = kind
-        super().__init__(message)
+
+def decode_buffer(value) -> np.ndarray:
+    """The protocol's buffer as a numpy array (signed patterns read modulo 2**32), or
+    ValueError saying what is malformed."""
+    if not isinstance(value, dict) or value.get("dtype") not in DTYPE_STRINGS:
+        raise ValueError("a buffer is {\"dtype\": f32|i32|bool, \"shape\": [...], \"bits\": "
+                         "[...]}")
+    shape, bits = value.get("shape"), value.get("bits")
+    if not isinstance(shape, list) or not all(_whole(n) and n >= 0 for n in shape):
+        raise ValueError("a buffer's shape is a list of non-negative integers")
+    if not isinstance(bits, list) or len(bits) != math.prod(shape) or not all(
+            _whole(b) and -2**31 <= b < 2**32 for b in bits):
+        raise ValueError(f"a buffer of shape {shape} has {math.prod(shape)} bit patterns, "
+                         "each an integer in [-2^31, 2^32)")
+    patterns = np.array([b & 0xFFFFFFFF for b in bits], dtype=np.uint64).astype(np.uint32)
+    patterns = patterns.reshape(shape)
+    if value["dtype"] == "bool":
+        return patterns.astype(np.bool_)
+    return patterns.view(DTYPE_STRINGS[value["dtype"]]).copy()
 
 
-class CommandImplementation:
-    """A long-lived process that speaks the protocol. Not thread-safe."""
+def _whole(n) -> bool:
+    return isinstance(n, int) and not isinstance(n, bool)
 
-    def __init__(self, argv: list[str], *, timeout: float = DEFAULT_TIMEOUT, cwd=None):
+
+def encode_tape(tape) -> list:
+    """A tape for the wire: each leaf's value as its f32 bits, rounded once. A value that is
+    no number (an invalid tape's) goes as it is, and the far side must reject it."""
+    from gradient_conformance.reference.tape import value_bits
+    out = []
+    for entry in tape if isinstance(tape, list) else [tape]:
+        if isinstance(entry, list | tuple) and len(entry) == 2 and entry[0] in LEAVES and \
+                isinstance(entry[1], int | float) and not isinstance(entry[1], bool):
+            out.append([entry[0], value_bits(0, entry[1])])
+        else:
+            out.append(list(entry) if isinstance(entry, list | tuple) else entry)
+    return out if isinstance(tape, list) else tape
+
+
+def decode_tape(wire) -> list:
+    """A tape from the wire: leaf bits back to f32 values; anything else as it came, for the
+    implementation to judge."""
+    if not isinstance(wire, list):
+        return wire
+    out = []
+    for entry in wire:
+        if isinstance(entry, list) and len(entry) == 2 and entry[0] in LEAVES and \
+                _whole(entry[1]):
+            if 0 <= entry[1] < 2**32:
+                out.append([entry[0], struct.unpack("<f", struct.pack("<I", entry[1]))[0]])
+            else:
+                out.append([entry[0], str(entry[1])])  # no bit pattern: an invalid value
+        else:
+            out.append(entry)
+    return out
+
+
+# --- the client ----------------------------------------------------------------------------
+
+
+def _no_constants(name: str):
+    raise ValueError(f"{name} is not JSON")
+
+
+class Command:
+    """A long-lived process that speaks the protocol; `case` and `backprop` give Outcomes."""
+
+    def __init__(self, argv: list[str], *, timeout: float, cwd: str | None = None):
         self.argv, self.timeout, self.cwd = list(argv), timeout, cwd
-        self.name = " ".join(self.argv)
-        self._process: subprocess.Popen | None = None
-        self._replies: queue.Queue = queue.Queue()
-        self._stderr = None
+        self.child: Child | None = None
+        self.started = 0
         self._next_id = 0
-        self._generation = 0  # bumped at each start: build ids of old processes are void
-
-    # --- the protocol --------------------------------------------------------------------
-
-    def build(self, source: str):
-        """Send the program; return `run(buffers)`, or raise BuildRejected."""
-        build_id, generation = self._build(source)
-        handle = {"id": build_id, "generation": generation}
-
-        def run(buffers: dict[int, np.ndarray]) -> dict[int, np.ndarray]:
-            if handle["generation"] != self._generation:  # the process was restarted
-                handle["id"], handle["generation"] = self._build(source)
-            request = {"run": handle["id"],
-                       "buffers": {str(k): encode_buffer(v) for k, v in buffers.items()}}
-            reply = self._request(request)
-            if not reply.get("ok"):
-                raise RunFailed(str(reply.get("error", "")), str(reply.get("kind", "run")))
-            try:
-                return {int(k): decode_buffer(v) for k, v in reply["buffers"].items()}
-            except (KeyError, TypeError, ValueError, AttributeError) as problem:
-                raise self._fail("junk", f"a run reply with malformed buffers ({problem})") \
-                    from None
-
-        return run
-
-    def backprop(self, tape) -> list[int]:
-        """Send a tape; return its derivatives as f32 bit patterns, or raise BuildRejected
-        (the tape was rejected)."""
-        reply = self._request({"backprop": encode_tape(tape)})
-        if not reply.get("ok"):
-            raise BuildRejected(str(reply.get("error", "")))
-        derivatives = reply.get("derivatives")
-        if not isinstance(derivatives, list) or not all(
-                isinstance(b, int) and not isinstance(b, bool) and 0 <= b < 2**32
-                for b in derivatives):
-            raise self._fail("junk", f"a backprop reply without a list of bit patterns: "
-                             f"{str(derivatives)[:200]}")
-        return derivatives
-
-    def _build(self, source: str) -> tuple[int, int]:
-        reply = self._request({"build": source})
-        if not reply.get("ok"):
-            raise BuildRejected(str(reply.get("error", "")))
-        return reply["id"], self._generation
 
     @property
     def restarts(self) -> int:
-        """How many times the process had to be started again."""
-        return max(self._generation - 1, 0)
+        return max(self.started - 1, 0)
 
-    def close(self) -> None:
-        if self._process is not None:
-            self._process.kill()
-            self._process.wait()
-            self._process = None
-
-    # --- the process ---------------------------------------------------------------------
+    def probe(self, seconds: float) -> None:
+        """Start the program and ask it to build an empty program: LoadFailed unless it
+        answers like a server of the protocol."""
+        from gradient_conformance.conformance.implementation import LoadFailed
+        try:
+            self._request({"build": ""}, limit=1 << 16, seconds=seconds)
+        except (ChildFailed, OSError) as problem:
+            output = self.child.output().strip() if self.child is not None else ""
+            self.close()
+            raise LoadFailed(f"cmd:{' '.join(self.argv)} did not start as a server of the "
+                             f"protocol: {problem}"
+                             + (f"\nits stderr:\n{output}" if output else "")) from None
 
     def _start(self) -> None:
-        self._stderr = tempfile.TemporaryFile()
-        self._process = subprocess.Popen(
-            self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
-            cwd=self.cwd, text=True, bufsize=1, env=os.environ.copy())
-        self._replies = queue.Queue()
-        self._generation += 1
-        threading.Thread(target=_pump, args=(self._process.stdout, self._replies),
-                         daemon=True).start()
+        self.child = Child(self.argv, cwd=self.cwd)
+        self.started += 1
 
-    def _request(self, body: dict) -> dict:
-        if self._process is None or self._process.poll() is not None:
+    def _request(self, body: dict, *, limit: int, seconds: float | None = None) -> dict:
+        """Send one request and read its reply, or raise ChildFailed. The process serves
+        until a request fails (then it is killed): the one started may have handed its pipes
+        to a daemon of its own and exited."""
+        if self.child is None:
             self._start()
         self._next_id += 1
         request_id = self._next_id
+        deadline = time.monotonic() + (self.timeout if seconds is None else seconds)
+        self.child.send((json.dumps({"id": request_id, **body}) + "\n").encode(), deadline)
+        line = self.child.receive_line(limit, deadline)
         try:
-            self._process.stdin.write(json.dumps({"id": request_id, **body}) + "\n")
-            self._process.stdin.flush()
-        except (BrokenPipeError, OSError) as problem:
-            raise self._fail("crash", f"could not write the request ({problem})") from None
-        try:
-            line = self._replies.get(timeout=self.timeout)
-        except queue.Empty:
-            raise self._fail("timeout", f"no reply within {self.timeout:g} s") from None
-        if line is None:
-            raise self._fail("crash", f"the process ended (exit status {self._process.wait()})")
-        try:
-            reply = json.loads(line)
-        except json.JSONDecodeError:
-            raise self._fail("junk", f"not a JSON reply: {line[:200]!r}") from None
-        if not isinstance(reply, dict) or reply.get("id") != request_id:
-            raise self._fail("mismatch", f"a reply to request {request_id} expected, got "
-                             f"{line[:200]!r}")
+            reply = json.loads(line.decode("utf-8"), parse_constant=_no_constants)
+        except UnicodeDecodeError:
+            raise ChildFailed("junk", f"a reply that is not UTF-8: {line[:200]!r}") from None
+        except ValueError as problem:
+            raise ChildFailed("junk", f"not a JSON reply ({problem}): {line[:200]!r}") \
+                from None
+        if not isinstance(reply, dict) or reply.get("id") != request_id or \
+                not isinstance(reply.get("ok"), bool):
+            raise ChildFailed("junk", f"a reply to request {request_id} with \"ok\" true or "
+                              f"false expected, got {line[:200]!r}")
         return reply
 
-    def _fail(self, reason: str, detail: str) -> ImplementationFailure:
-        """Kill the process, keep the tail of its stderr, and describe what went wrong."""
-        stderr = ""
-        if self._process is not None:
-            self._process.kill()
-            self._process.wait()
-            self._stderr.seek(0)
-            stderr = self._stderr.read().decode("utf-8", "replace")[-STDERR_TAIL:]
-            self._process = None
-        return ImplementationFailure(reason, detail, stderr)
+    def _failure(self, problem: ChildFailed, when: str):
+        from gradient_conformance.conformance.implementation import _outcome
+        output = self.child.output().strip() if self.child is not None else ""
+        self.close()
+        return _outcome("failure", f"{when}: {problem}" + (f"\nits stderr:\n{output}"
+                                                          if output else ""), problem.reason)
+
+    def case(self, source, buffers, declared):
+        from gradient_conformance.conformance.implementation import Outcome, _outcome
+        try:
+            reply = self._request({"build": source}, limit=1 << 20)
+        except ChildFailed as problem:
+            return self._failure(problem, "build")
+        if not reply["ok"]:
+            return self._refusal(reply, "rejected")
+        if buffers is None:
+            return Outcome("ok")
+        elements = sum(math.prod(shape) for _, shape in declared.values())
+        request = {"run": reply["id"], "buffers": {str(k): encode_buffer(v)
+                                                   for k, v in buffers.items()}}
+        try:
+            reply = self._request(request, limit=(1 << 20) + 24 * elements)
+        except ChildFailed as problem:
+            return self._failure(problem, "run")
+        if not reply["ok"]:
+            return self._refusal(reply, "run-error")
+        got = reply.get("buffers")
+        try:
+            if not isinstance(got, dict) or set(got) != {str(k) for k in declared}:
+                shown = sorted(got)[:20] if isinstance(got, dict) else got
+                raise ValueError(f"it returned slots {shown!r}, the program declares "
+                                 f"{sorted(declared)}")
+            out = {}
+            for slot, (dtype, shape) in declared.items():
+                array = decode_buffer(got[str(slot)])
+                if DTYPE_NAMES[array.dtype] != dtype or array.shape != tuple(shape):
+                    raise ValueError(f"slot {slot} came back as "
+                                     f"{DTYPE_NAMES[array.dtype]}{list(array.shape)}, "
+                                     f"declared {dtype}{list(shape)}")
+                out[slot] = array
+        except ValueError as problem:
+            return _outcome("failure", bounded(f"run: a reply with malformed buffers: "
+                                               f"{problem}"), "junk")
+        return Outcome("ok", buffers=out)
+
+    def _refusal(self, reply: dict, status: str):
+        """An `ok: false` reply: the program's deliberate answer, unless it says it
+        misbehaved (kind "failure", as `gradient-conformance serve` does)."""
+        from gradient_conformance.conformance.implementation import _outcome
+        error, kind = reply.get("error", ""), reply.get("kind", "")
+        if not isinstance(error, str) or not isinstance(kind, str):
+            self.close()
+            return _outcome("failure", "a reply whose error or kind is not a string", "junk")
+        if kind == "failure":
+            return _outcome("failure", error, "crash")
+        return _outcome(status, error, index=kind == "index")
+
+    def backprop(self, tape):
+        from gradient_conformance.conformance.implementation import Outcome, _outcome
+        entries = len(tape) if isinstance(tape, list) else 0
+        try:
+            reply = self._request({"backprop": encode_tape(tape)},
+                                  limit=(1 << 20) + 12 * entries)
+        except (TypeError, ValueError) as problem:
+            return _outcome("failure", f"backprop: the tape could not be sent: {problem}",
+                            "junk")
+        except ChildFailed as problem:
+            return self._failure(problem, "backprop")
+        if not reply["ok"]:
+            return self._refusal(reply, "rejected")
+        derivatives = reply.get("derivatives")
+        if not isinstance(derivatives, list) or len(derivatives) != entries or not all(
+                _whole(b) and 0 <= b < 2**32 for b in derivatives):
+            return _outcome("failure", bounded(f"backprop: a reply without {entries} bit "
+                                               f"patterns: {str(derivatives)[:200]}"), "junk")
+        return Outcome("ok", derivatives=derivatives)
+
+    def build(self, source: str):
+        """A run callable over the protocol, for benchmarks."""
+        reply = self._request({"build": source}, limit=1 << 20)
+        if not reply["ok"]:
+            raise ValueError(reply.get("error", ""))
+        build_id = reply["id"]
+
+        def run(buffers):
+            elements = sum(np.asarray(v).size for v in buffers.values())
+            got = self._request({"run": build_id, "buffers": {
+                str(k): encode_buffer(v) for k, v in buffers.items()}},
+                limit=(1 << 20) + 24 * elements)
+            if not got["ok"]:
+                raise RuntimeError(got.get("error", ""))
+            return {int(k): decode_buffer(v) for k, v in got["buffers"].items()}
+        return run
+
+    def close(self) -> None:
+        if self.child is not None:
+            self.child.kill()
+            self.child = None
 
 
-def _pump(stream, replies: queue.Queue) -> None:
-    """Move the process's stdout lines to a queue; None when it ends."""
-    for line in stream:
-        replies.put(line)
-    replies.put(None)
+# --- the server ----------------------------------------------------------------------------
+
+KEPT_BUILDS = 64  # a server keeps the programs of its latest builds
+
+
+def serve(module, lines, write) -> None:
+    """Answer each request line with one reply line, until the input ends, calling
+    `module` as conformance/calling.py does: its statuses are the suite's."""
+    from gradient_conformance.conformance import calling
+    programs: dict[int, object] = {}
+    for line in lines:
+        if not line.strip():
+            continue
+        try:
+            request = json.loads(line)
+            reply = {"id": request["id"]}
+        except (ValueError, KeyError, TypeError):
+            write(json.dumps({"id": None, "ok": False, "error": "not a request",
+                              "kind": "failure"}) + "\n")
+            continue
+        if "build" in request:
+            answer = calling.call_build(module, request["build"])
+            if answer.status == "ok":
+                programs[request["id"]] = answer.value
+                for old in sorted(programs)[:-KEPT_BUILDS]:
+                    del programs[old]
+        elif "backprop" in request:
+            answer = calling.call_backprop(module, decode_tape(request["backprop"]))
+            if answer.status == "ok":
+                bits = [struct.unpack("<I", struct.pack("<f", v))[0] for v in answer.value
+                        if _is_single(v)]
+                if len(bits) == len(answer.value):
+                    answer.value = bits
+                else:
+                    answer = calling.Answer("failure", "a derivative that is not an f32 "
+                                            "value: computed in another precision?")
+        else:
+            answer = _serve_run(programs, request)
+        if answer.status == "ok":
+            reply["ok"] = True
+            if isinstance(answer.value, dict):
+                reply["buffers"] = {str(k): encode_buffer(v) for k, v in answer.value.items()}
+            elif isinstance(answer.value, list):
+                reply["derivatives"] = answer.value
+        else:
+            reply.update(ok=False, error=answer.message)
+            if answer.status == "failure":
+                reply["kind"] = "failure"
+            elif answer.index:
+                reply["kind"] = "index"
+        write(json.dumps(reply) + "\n")
+
+
+def _serve_run(programs, request):
+    from gradient_conformance.conformance import calling
+    run = programs.get(request.get("run"))
+    if run is None:
+        return calling.Answer("failure", f"no program was built with id {request.get('run')}")
+    try:
+        buffers = {int(k): decode_buffer(v) for k, v in request["buffers"].items()}
+    except (KeyError, TypeError, ValueError, AttributeError) as problem:
+        return calling.Answer("failure", f"a run request with malformed buffers: {problem}")
+    declared = {slot: (DTYPE_NAMES[a.dtype], a.shape) for slot, a in buffers.items()}
+    return calling.call_run(run, buffers, declared)
+
+
+def _is_single(value: float) -> bool:
+    with np.errstate(over="ignore"):
+        return math.isnan(value) or float(np.float32(value)) == value

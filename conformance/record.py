@@ -14,20 +14,21 @@ import os
 import pathlib
 import shlex
 import sys
-from collections import defaultdict
+from collections import Counter, defaultdict
 
 import numpy as np
 
-import reference
-from reference import cases, exact
-from reference.build import Define, Loop
-from reference.printer import format_expanded, format_trace
-from reference.rules import rule_key
-from reference.syntax import parse
-from reference.tape import format_tape_case
-from reports.records import Divergence, Element
-
-from .implementation import Outcome
+from gradient_conformance import reference
+from gradient_conformance.conformance.implementation import FEATURES, Outcome
+from gradient_conformance.generators.buffers import POISON
+from gradient_conformance.reference import cases, exact
+from gradient_conformance.reference.build import Define, Loop
+from gradient_conformance.reference.errors import IRError
+from gradient_conformance.reference.printer import format_expanded, format_trace
+from gradient_conformance.reference.rules import rule_key
+from gradient_conformance.reference.syntax import parse
+from gradient_conformance.reference.tape import format_tape_case
+from gradient_conformance.reports.records import Divergence, Element, visible
 
 # Ops that move values about without computing: they are in every program's cone, and say
 # nothing about which rule is wrong.
@@ -36,23 +37,31 @@ MAX_ELEMENTS = 16  # differing elements listed per divergence; the count of the 
 
 
 class Recorder:
-    def __init__(self):
-        self.reset()
+    """What the current check saw. One per process: `begin` starts each check afresh (a
+    pytest test, or a batch of the fuzzer), and whoever runs the check collects, when it
+    ends, the cases run per op, the forward errors, the figures and the divergence."""
 
-    def reset(self) -> None:
-        self.check, self.test_id, self.pending, self.last = "", "", None, None
-        self.cases = 0
-        self.ops: dict[str, dict[str, list[int]]] = defaultdict(dict)
-        self.ulps: dict[str, dict] = {}
+    def __init__(self):
+        self.begin("", "")
 
     def begin(self, check: str, test_id: str) -> None:
-        self.check, self.test_id, self.pending = check, test_id, None
+        self.check, self.test_id = check, test_id
+        self.pending = self.last = None
+        self.cases = 0
+        self.ops: Counter[str] = Counter()  # op -> generated cases of this check that used it
+        self.ulps: dict[str, dict] = {}  # op -> the forward error figures of the ulp chart
+        self.figures: dict[str, dict] = {}  # name -> figures to merge across checks
 
     def case(self, features) -> None:
-        """A generated case ran under the current check."""
+        """A case ran under the current check; it used `features` (only the IR's own count:
+        an error case's unknown op is none)."""
         self.cases += 1
-        for op in features:
-            self.ops[op].setdefault(self.check, [0, 0])[0] += 1
+        self.ops.update(set(features) & FEATURES)
+
+    def measure(self, name: str, **values) -> None:
+        """Add to the figures `name`: a value whose key starts with max_ is a maximum, any
+        other a count (merge_figures says how figures of several checks combine)."""
+        self.figures[name] = merge_figures(self.figures.get(name, {}), values)
 
     def diverged(self, source: str, buffers, want: Outcome, got: Outcome, *,
                  summary: str, description: str = "", rule: str | None = None) -> None:
@@ -63,17 +72,19 @@ class Recorder:
         self.pending = ("tape", tape, want, got, summary, description)
 
     def finish(self, failed: bool, text: str, *, impl_spec: str,
-               cases_dir: pathlib.Path | None = None) -> Divergence | None:
-        """The divergence of a test that just ended (None if it passed): the pending record
+               cases_dir: pathlib.Path | None = None,
+               base: pathlib.Path | None = None) -> Divergence | None:
+        """The divergence of a check that just ended (None if it passed): the pending record
         if there is one, else the failure's text alone. Its case file goes into `cases_dir`
-        now, or later through `save` (None)."""
+        now, or later through `save` (None); `base` is where the replay command is run."""
         pending, self.pending = self.pending, None
         self.last = None
         if not failed:
             return None
         if pending is None:
-            return Divergence(check=self.check, test_id=self.test_id, summary=_first(text),
-                              actual_message=text, signature=(self.check, "", "failed"))
+            return Divergence(check=self.check, test_id=self.test_id,
+                              summary=visible(_first(text)), actual_message=visible(text),
+                              signature=(self.check, "", "failed"))
         if pending[0] == "tape":
             _, tape, want, got, summary, description = pending
             d = describe_tape(self.check, self.test_id, tape, want, got, summary=summary,
@@ -84,22 +95,46 @@ class Recorder:
             d = describe(self.check, self.test_id, source, buffers, want, got,
                          summary=summary, description=description, rule=rule)
             self.last = ("program", source, buffers, want)
-        for op in d.ops:
-            self.ops[op].setdefault(self.check, [0, 0])[1] += 1
         if cases_dir is not None:
-            self.save(d, cases_dir, impl_spec)
+            self.save(d, cases_dir, impl_spec, base)
         return d
 
-    def save(self, d: Divergence, folder: pathlib.Path, impl_spec: str) -> None:
+    def save(self, d: Divergence, folder: pathlib.Path, impl_spec: str,
+             base: pathlib.Path | None = None) -> None:
         """Save the divergence `finish` just returned as a case file, and say how to replay
         it. A divergence without a program (a check that failed otherwise) has none."""
         if self.last is None:
             return
         if self.last[0] == "tape":
-            d.case_file = str(save_tape_case(d, self.last[1], self.last[2], folder))
+            path = save_tape_case(d, self.last[1], self.last[2], folder)
         else:
-            d.case_file = str(save_case(d, *self.last[1:], folder))
-        d.replay = replay_command(d.case_file, impl_spec)
+            path = save_case(d, *self.last[1:], folder)
+        d.case_file = str(_shown(path, base))
+        d.replay = replay_command(path, impl_spec, base)
+
+
+# Figures a check measures -> the check module that says them in words (its `figures`).
+FIGURE_WRITERS = {"derivative": "gradient_conformance.conformance.checks.test_derivative"}
+
+
+def describe_figures(figures: dict[str, dict]) -> list[str]:
+    """The lines of the run's figures, each said by the check that measured it."""
+    import importlib
+    return [importlib.import_module(FIGURE_WRITERS[name]).figures(values)
+            for name, values in sorted(figures.items()) if name in FIGURE_WRITERS]
+
+
+def merge_figures(a: dict, b: dict) -> dict:
+    """Two checks' figures as one: the larger of each max_ value, the sum of the others."""
+    out = dict(a)
+    for key, value in b.items():
+        if key not in out:
+            out[key] = value
+        elif key.startswith("max_"):
+            out[key] = max(out[key], value)
+        else:
+            out[key] += value
+    return out
 
 
 RECORDER = Recorder()
@@ -111,8 +146,11 @@ def describe(check: str, test_id: str, source: str, buffers, want: Outcome, got:
     trace and expanded program, and the signature the fuzzer deduplicates on."""
     elements, kind = differing_elements(want, got)
     slot = elements[0].slot if elements else None
-    cone = _cone(source, slot)
-    statements = parse(source)
+    try:
+        statements = parse(source)
+    except IRError:  # a syntax-error case: there is no program to draw
+        statements = []
+    cone = _cone(statements, slot) if statements else []
     if rule is not None:
         subject = rule
         highlight = [s.line for s in statements if s.op == "gradient"]
@@ -127,8 +165,8 @@ def describe(check: str, test_id: str, source: str, buffers, want: Outcome, got:
     if rule is None:
         subject = "+".join(sorted(({s.op for s in cone} | applied) - STRUCTURE))
     return Divergence(
-        check=check, test_id=test_id, summary=summary, source=source,
-        description=description, inputs=_inputs(source, buffers),
+        check=check, test_id=test_id, summary=visible(summary), source=visible(source),
+        description=visible(description), inputs=_inputs(source, buffers) if statements else [],
         expected_status=want.status, actual_status=got.status,
         expected_message=want.message, actual_message=got.message,
         elements=elements, highlight=highlight, trace=trace, expanded=expanded,
@@ -153,13 +191,52 @@ def describe_tape(check: str, test_id: str, tape, want: Outcome, got: Outcome, *
         if isinstance(tape, list) else []
     subject = (want.message if want.status == "rejected" else
                "tape:" + "+".join(kinds))
-    return Divergence(check=check, test_id=test_id, summary=summary,
-                      source="\n".join(lines), description=description,
+    return Divergence(check=check, test_id=test_id, summary=visible(summary),
+                      source=visible("\n".join(lines)), description=visible(description),
                       expected_status=want.status, actual_status=got.status,
                       expected_message=want.message, actual_message=got.message,
                       elements=elements[:MAX_ELEMENTS],
                       highlight=[first + 1] if first is not None else [],
                       signature=(check, subject, kind), statements=len(lines))
+
+
+SHOWN_VALUES = 16  # input values per slot in the terminal
+
+
+def terminal_text(d: Divergence) -> str:
+    """A divergence as the terminal shows a failed check: what differs, the program (the
+    case's, not the suite's source) with the lines that made the differing slot marked, the
+    inputs in decimal and hex, what the implementation said, and how to replay it."""
+    out = [d.summary] + ([d.description] if d.description and d.description != d.summary
+                         else [])
+    if d.source:
+        marked = set(d.highlight)
+        out.append("--- the program" + (" (lines marked > store the first differing slot)"
+                                        if marked else "") + " ---")
+        out += [f"{'>' if k in marked else ' '}{k:4}  {line}"
+                for k, line in enumerate(d.source.splitlines(), start=1)]
+    if d.inputs:
+        out.append("--- inputs ---")
+        for slot in d.inputs:
+            pairs = [value if value == bits else f"{value} ({bits})"
+                     for value, bits in zip(slot["values"], slot["bits"], strict=False)]
+            more = len(pairs) - SHOWN_VALUES
+            out.append(f"slot {slot['slot']} {slot['dtype']}{slot['shape']}: "
+                       + "  ".join(pairs[:SHOWN_VALUES]) + (f"  ... {more} more" if more > 0
+                                                            else ""))
+    if d.elements:
+        out.append("--- differing elements ---")
+        out += [f"slot {e.slot}[{e.index}]: expected {e.expected} ({e.expected_bits}), got "
+                f"{e.actual} ({e.actual_bits})" + ("" if e.ulps is None else
+                                                   f", {e.ulps} ulps apart")
+                for e in d.elements]
+    if d.actual_message and d.actual_message not in d.summary:
+        out += ["--- the implementation said ---", d.actual_message]
+    if d.case_file:
+        out.append(f"case file: {d.case_file}")
+    if d.replay:
+        out.append(f"replay:    {d.replay}")
+    return "\n".join(out)
 
 
 def differing_elements(want: Outcome, got: Outcome) -> tuple[list[Element], str]:
@@ -185,12 +262,23 @@ def differing_elements(want: Outcome, got: Outcome) -> tuple[list[Element], str]
     return found[:MAX_ELEMENTS], kinds[0] if kinds else "none"
 
 
+def f32_agree(want: int, got: int, ulps: int = 0) -> bool:
+    """Whether an f32 result (bit patterns) agrees: bit for bit, any NaN matching any NaN,
+    or within `ulps` of each other for two numbers; but POISON matches only itself, since a
+    slot that comes back holding it was left as it started (generators/buffers.py)."""
+    if got == POISON != want:
+        return False
+    if exact.same_f32(want, got):
+        return True
+    return ulps > 0 and not (exact.is_nan(want) or exact.is_nan(got)) and \
+        exact.ulp_distance(want, got) <= ulps
+
+
 def _f32_elements(slot: int, want: list[int], got: list[int]) -> tuple[list[Element], list[str]]:
-    """The f32 elements (bit patterns) that differ, any NaN matching any NaN, and the kind of
-    each difference."""
+    """The f32 elements (bit patterns) that do not agree, and the kind of each difference."""
     found, kinds = [], []
     for k, (a, b) in enumerate(zip(want, got, strict=True)):
-        if not exact.same_f32(a, b):
+        if not f32_agree(a, b):
             kinds.append(_kind(a, b))
             nan = exact.is_nan(a) or exact.is_nan(b)
             found.append(Element(slot, k, exact.f32_to_text(a), f"0x{a:08x}",
@@ -200,6 +288,8 @@ def _f32_elements(slot: int, want: list[int], got: list[int]) -> tuple[list[Elem
 
 
 def _kind(a: int, b: int) -> str:
+    if b == POISON:
+        return "unwritten"
     if exact.is_nan(a) != exact.is_nan(b):
         return "nan"
     if (a | b) & 0x7FFFFFFF == 0:
@@ -226,12 +316,11 @@ def _inputs(source: str, buffers) -> list[dict]:
     return out
 
 
-def _cone(source: str, slot: int | None) -> list:
+def _cone(statements: list, slot: int | None) -> list:
     """The statements the final value of `slot` depends on, by name through operands, loads
     (the stores into the loaded buffer) and calls (the function's body). Every store when no
     slot differs (a status or a failure). Names are looked up in the statement's own scope:
     a function body cannot see the program's names (SPEC.md, "Functions")."""
-    statements = parse(source)
     scope_of: dict[int, str] = {}
     defined: dict[tuple[str, str], list] = defaultdict(list)
     stores: dict[tuple[str, str], list] = defaultdict(list)
@@ -330,9 +419,24 @@ def write_atomically(path: pathlib.Path, text: str) -> None:
     os.replace(temporary, path)
 
 
-def replay_command(case_file: str, impl_spec: str) -> str:
-    return (f"{shlex.quote(sys.executable)} -m conformance replay {shlex.quote(case_file)} "
-            f"--impl={shlex.quote(impl_spec)}")
+def replay_command(case_file: pathlib.Path, impl_spec: str,
+                   base: pathlib.Path | None = None) -> str:
+    """The command that replays a case file, as the user would type it in `base` (where the
+    suite was run): paths relative to it where they lie inside it, and the user's Python."""
+    python = _shown(pathlib.Path(sys.executable), base)
+    return (f"{shlex.quote(str(python))} -m gradient_conformance replay "
+            f"{shlex.quote(str(_shown(case_file, base)))} --impl={shlex.quote(impl_spec)}")
+
+
+def _shown(path: pathlib.Path, base: pathlib.Path | None) -> pathlib.Path:
+    """`path` relative to `base` when it lies inside it (and does not climb out of it)."""
+    if base is None:
+        return path
+    try:
+        return pathlib.Path(os.path.relpath(path, base)) if pathlib.Path(
+            os.path.abspath(path)).is_relative_to(base) else path
+    except ValueError:
+        return path
 
 
 def _slug(text: str) -> str:

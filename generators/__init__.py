@@ -5,9 +5,9 @@ Every strategy draws a `Case`: IR text, initial buffers, the rejection expected 
 description. Text is the interchange, so a case runs against any implementation.
 """
 
-from .buffers import buffers_for, kink_distance
-from .case import Case
-from .strategies import (
+from gradient_conformance.generators.buffers import buffers_for, kink_distance
+from gradient_conformance.generators.case import Case
+from gradient_conformance.generators.strategies import (
     differentiable_programs,
     exact_programs,
     invalid_gradients,

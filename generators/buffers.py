@@ -8,17 +8,24 @@ import numpy as np
 from hypothesis import assume
 from hypothesis import strategies as st
 
-from reference import compile_program, exact
-from reference.cases import NUMPY, buffer_slots
-from reference.errors import IRError
-from reference.interp import Interpreter, from_numpy
-from reference.realvalued import Real
+from gradient_conformance.reference import compile_program, exact
+from gradient_conformance.reference.cases import NUMPY, buffer_slots
+from gradient_conformance.reference.errors import IRError
+from gradient_conformance.reference.interp import Interpreter, from_numpy
+from gradient_conformance.reference.realvalued import Real
+from gradient_conformance.reference.syntax import parse
 
 # Bit patterns worth having in any f32 input: both zeros, both infinities, NaN, the smallest
 # and largest subnormal, the smallest normal, the largest finite, and 1.
 SPECIAL_F32 = [0x00000000, 0x80000000, 0x7F800000, 0xFF800000, 0x7FC00000, 0x00000001,
                0x007FFFFF, 0x00800000, 0x7F7FFFFF, 0x3F800000, 0xBF800000]
 SPECIAL_I32 = [0, 1, -1, 2, exact.I32_MIN, exact.I32_MAX, 31, 32]
+# What a slot the program only stores into holds before the run: a quiet NaN with a payload
+# no program computes (arithmetic gives 0x7fc00000), and for i32 the same bits. A correct
+# program cannot leave it unchanged by accident, as it could zeros (a gradient of 0) or any
+# value it might compute; the checks also refuse it in place of any other NaN. A bool has no
+# such value, so a bool slot starts as drawn.
+POISON = 0x7FC0DEAD
 # Smooth f32 inputs in [-4, 4]: (2^24 - 1 - k) * 2^(e - 23), exact in f32, with a random
 # mantissa and exponent. Values like 1.0 add and multiply exactly and would hide every
 # question of rounding order, so the shrink target (k = 0) is the all-ones mantissa,
@@ -41,6 +48,24 @@ def _elements(dtype: str, mode: str):
         return SMOOTH_F32
     return st.one_of(st.sampled_from(SPECIAL_F32).map(exact.decode),
                      st.floats(width=32, allow_nan=True, allow_infinity=True))
+
+
+def output_only_slots(source: str) -> set[int]:
+    """The slots `source` never loads, so that their initial contents matter only where
+    the program does not store into them."""
+    statements = parse(source)
+    names = {s.target: s.attr("slot") for s in statements if s.op == "buffer"}
+    loaded = {names.get(s.operands[0].text) for s in statements
+              if s.op == "load" and s.operands}
+    return set(names.values()) - loaded
+
+
+def poisoned(declared: tuple[str, tuple[int, ...]]) -> np.ndarray:
+    """A slot's POISON contents, or zeros for a bool slot (`declared`: dtype and shape)."""
+    dtype, shape = declared
+    if dtype == "bool":
+        return np.zeros(shape, np.bool_)
+    return np.full(shape, POISON, np.uint32).view(NUMPY[dtype])
 
 
 def kink_distance(source: str, buffers: dict[int, np.ndarray]) -> float:
@@ -67,7 +92,8 @@ def buffers_for(draw, source: str, *, mode: str = "anything", min_kink_distance:
     whose run stays at least `min_kink_distance` from every kink (rejected otherwise).
     `f32_values`, if given, are dealt into the f32 slots in turn instead of drawing: a caller
     that draws them before the program keeps them fixed while the program shrinks.
-    Shrinks towards zeros and the first special values.
+    A slot the program never loads starts as POISON. Shrinks towards zeros and the first
+    special values.
     """
     assert mode in ("anything", "smooth"), mode
     arrays = {}
@@ -76,8 +102,12 @@ def buffers_for(draw, source: str, *, mode: str = "anything", min_kink_distance:
         # Largest first: when Hypothesis shrinks the values towards 0, the first element (all
         # a scalar slot gets) keeps the value that still matters.
         f32_values = sorted(f32_values, key=lambda v: -abs(v))
+    stored_only = output_only_slots(source)
     for slot, (dtype, shape) in sorted(buffer_slots(source).items()):
         size = math.prod(shape)
+        if slot in stored_only and dtype != "bool":
+            arrays[slot] = poisoned((dtype, shape))
+            continue
         if dtype == "f32" and f32_values:
             values = [f32_values[(dealt + k) % len(f32_values)] for k in range(size)]
             dealt += size

@@ -12,13 +12,12 @@ import numpy as np
 from hypothesis import assume
 from hypothesis import strategies as st
 
-import reference
-from reference import errors, exact
-from reference.build import Define
-
-from .buffers import SMOOTH_F32, buffers_for, kink_distance
-from .case import Case
-from .writer import SHAPES, Val, Writer, features_of, shape_text
+from gradient_conformance import reference
+from gradient_conformance.generators.buffers import SMOOTH_F32, buffers_for, kink_distance
+from gradient_conformance.generators.case import Case
+from gradient_conformance.generators.writer import SHAPES, Val, Writer, features_of, shape_text
+from gradient_conformance.reference import errors, exact
+from gradient_conformance.reference.build import Define
 
 UNARY_F32 = ("sin", "recip", "sqrt", "exp2", "log2")
 I32_ARITHMETIC = ("add", "mul", "max")
@@ -130,6 +129,9 @@ def _bitcast(w: Writer, base) -> None:
     # The payload of a NaN that arithmetic made is unspecified (SPEC.md, "NaN"), so only a
     # loaded value, whose bits nothing but data movement touched, is bitcast to i32.
     loaded = (lambda v: v.is_load) if target == "i32" else (lambda v: True)
+    if target == "i32" and w.base not in (None, shape) and not any(
+            v.dtype == source and v.shape == shape and loaded(v) for v in w.pool):
+        return  # no load to take, nor a new one of this shape: pick would expand a literal
     a = w.pick(source, shape, literal_ok=shape == () and target != "i32", where=loaded)
     w.value("bitcast", [a], target, shape, attrs=f"dtype={target}")
 

@@ -13,8 +13,8 @@ import numpy as np
 from hypothesis import assume
 from hypothesis import strategies as st
 
-from reference import exact
-from reference.tape import LEAVES
+from gradient_conformance.reference import exact
+from gradient_conformance.reference.tape import LEAVES
 
 
 @dataclass(frozen=True)

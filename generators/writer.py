@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from hypothesis import strategies as st
 
-from reference.syntax import parse
+from gradient_conformance.reference.syntax import parse
 
 # Literals, simplest first: shrinking walks towards the front.
 F32_LITERALS = ("2.0", "0.5", "-1.0", "1.0", "3.0", "0.0", "-0.0", "1e-3", "-2.5")

@@ -11,6 +11,7 @@ Bad input is reported as `FILE:LINE: message` on stderr with exit status 1, neve
 from __future__ import annotations
 
 import argparse
+import importlib
 import pathlib
 import sys
 
@@ -39,8 +40,10 @@ def main(argv: list[str] | None = None) -> int:
     commands.add_parser("serve", help="speak the JSON-lines protocol on stdin and stdout")
     args = parser.parse_args(argv)
     if args.command == "serve":
-        from .serve import main as serve
-        return serve()
+        # The suite's own server (conformance/commands/serve.py), run on the reference: the
+        # one command that needs the installed package, not just this folder.
+        serve = importlib.import_module("gradient_conformance.conformance.commands.serve")
+        return serve.serve_module("reference")
     try:
         return {"run": _run, "expand": _expand, "check": _check}[args.command](args)
     except IRError as problem:

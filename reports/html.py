@@ -12,31 +12,45 @@ import math
 from html import escape
 
 import jinja2
+import markupsafe
 
-from .records import Report
+from gradient_conformance.reports.records import Report, visible
 
 # The columns of the checks table, those a run has: a fuzz run counts cases, not tests.
 OUTCOMES = ("cases", "passed", "failed", "skipped", "xfailed")
 
 
 def render(report: Report) -> str:
-    environment = jinja2.Environment(loader=jinja2.PackageLoader("reports"), autoescape=True,
-                                     undefined=jinja2.StrictUndefined, trim_blocks=True,
-                                     lstrip_blocks=True)
+    # finalize: every value printed shows its control characters as escapes, whatever made
+    # the records (this run, or a JSON file of another).
+    environment = jinja2.Environment(
+        loader=jinja2.PackageLoader("gradient_conformance.reports"), autoescape=True,
+        undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
+        finalize=lambda value: visible(value) if isinstance(value, str) and not isinstance(
+            value, markupsafe.Markup) else value)
     checks = sorted(report.checks)
     op_checks = sorted({c for per_op in report.ops.values() for c in per_op})
     outcomes = [o for o in OUTCOMES if o == "failed" or any(o in per for per in
                                                              report.checks.values())]
+    links: dict[str, list[int]] = {}
+    for k, d in enumerate(report.divergences, start=1):
+        links.setdefault(d.check, []).append(k)
     return environment.get_template("report.html.j2").render(
-        report=report, checks=checks, outcomes=outcomes, op_checks=op_checks,
+        report=report, checks=checks, outcomes=outcomes, op_checks=op_checks, links=links,
         ops=sorted(report.ops), chart=ulp_chart(report.ulps),
         totals={o: sum(report.checks[c].get(o, 0) for c in checks) for o in outcomes},
-        lines=_numbered, short=_short)
+        lines=_numbered, short=_short, breakable=_breakable)
 
 
 def _short(check: str) -> str:
     """A check's name as a column heading: without `test_`, and breakable at its words."""
     return check.removeprefix("test_").replace("_", " ")
+
+
+def _breakable(name: str) -> markupsafe.Markup:
+    """A check's name, escaped, that may break after its underscores in a narrow column."""
+    return markupsafe.Markup("_<wbr>").join(markupsafe.escape(visible(part))
+                                            for part in name.split("_"))
 
 
 def _numbered(source: str, highlight) -> list[tuple[int, str, bool]]:
@@ -50,7 +64,7 @@ def ulp_chart(ulps: dict[str, dict], *, width: int = 640, row: int = 22) -> str:
     Empty when nothing was measured."""
     if not ulps:
         return ""
-    label, right = 70, 190
+    label, right = 70, 230
     span = width - label - right
     top = max([1.0] + [float(v.get("max", 0)) for v in ulps.values()] +
               [float(v.get("declared", 0)) for v in ulps.values()])
@@ -66,15 +80,18 @@ def ulp_chart(ulps: dict[str, dict], *, width: int = 640, row: int = 22) -> str:
         worst, declared = int(v.get("max", 0)), int(v.get("declared", 0))
         y = 10 + k * row
         over = worst > declared
-        parts.append(f'<text x="{label - 6}" y="{y + 14}" text-anchor="end">{escape(op)}</text>')
+        parts.append(f'<text x="{label - 6}" y="{y + 14}" text-anchor="end">'
+                     f'{escape(visible(op))}</text>')
         if worst:
             parts.append(f'<rect x="{label}" y="{y + 3}" width="{x(worst) - label:.1f}" '
                          f'height="{row - 8}" class="{"bad" if over else "ok"}"/>')
+        else:  # no error at all: a dot, so that the row does not read as missing
+            parts.append(f'<circle cx="{label + 4}" cy="{y + row / 2}" r="4" class="ok"/>')
         parts.append(f'<line x1="{x(declared):.1f}" x2="{x(declared):.1f}" y1="{y}" '
                      f'y2="{y + row - 2}" class="bound"/>')
         mean = float(v.get("mean", 0.0))
         parts.append(f'<text x="{width - right + 6}" y="{y + 14}">max {worst}, mean '
-                     f'{mean:.3g} ({int(v.get("samples", 0))})</text>')
+                     f'{mean:.3g} ({int(v.get("samples", 0))} compared)</text>')
     parts.append(f'<text x="{label}" y="{height - 4}" class="axis">0 ulps</text>')
     parts.append(f'<text x="{label + span}" y="{height - 4}" text-anchor="end" class="axis">'
                  f'{top:g} ulps (log scale; the tick is the declared bound)</text>')

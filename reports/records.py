@@ -9,9 +9,23 @@ JSON form is versioned by `SCHEMA`; a reader refuses another major version rathe
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict, dataclass, field, fields
 
 SCHEMA = "gradient-conformance-report/1"
+# What must not reach a page or a terminal raw: control characters (but newline and tab),
+# lone surrogates, and the marks that reorder text (a right-to-left override can make a
+# program read as another).
+_INVISIBLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e"
+                        r"\u2066-\u2069\ud800-\udfff]")
+
+
+def visible(text: str) -> str:
+    """`text` with every invisible or reordering character shown as its escape (`\\x1b`,
+    `\\u202e`), so that what an implementation wrote is shown as it is, and can always be
+    encoded as UTF-8."""
+    return _INVISIBLE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"),
+                          str(text))
 
 
 @dataclass
@@ -73,10 +87,14 @@ class Report:
     started: str = ""
     seconds: float = 0.0
     checks: dict[str, dict[str, int]] = field(default_factory=dict)
+    skips: dict[str, list[str]] = field(default_factory=dict)  # check -> its skip reasons
     ops: dict[str, dict[str, list[int]]] = field(default_factory=dict)
     ulps: dict[str, dict] = field(default_factory=dict)
     divergences: list[Divergence] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    versions: dict[str, str] = field(default_factory=dict)  # python, numpy, hypothesis, ...
+    command: str = ""  # the command line of the run
+    isolation: str = ""  # where the implementation ran
     schema: str = SCHEMA
 
 

@@ -4,6 +4,9 @@ Hypothesis examples). Figures that tests measure are printed in the terminal sum
 from __future__ import annotations
 
 import pathlib
+import subprocess
+import sys
+import time
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -11,20 +14,12 @@ from hypothesis import HealthCheck, settings
 # Every module of the project, loaded before any test: Hypothesis draws some values from the
 # constants it finds in loaded local modules, so a derandomized test repeats exactly only if
 # the same modules are loaded whichever tests run before it.
-import conformance.checks
-import conformance.implementation
-import conformance.protocol  # noqa: F401
-import generators  # noqa: F401
-import implementations.fast
-import implementations.faults  # noqa: F401
-import reference
-import reference.printer
-import reference.realvalued
-import reference.serve  # noqa: F401
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SHARED_EXAMPLES = ROOT.parent / "shared" / "spec" / "examples"
 CASES = ROOT / "cases"
+FAST = "gradient_conformance.implementations.fast"
+FAULTS = "gradient_conformance.implementations.faults"
 
 settings.register_profile("default", deadline=None, max_examples=150,
                           suppress_health_check=[HealthCheck.too_slow])
@@ -51,6 +46,13 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+def pytest_runtest_logreport(report):
+    # The figures a test measured ride on its report, so that they reach the process that
+    # prints the summary also from an xdist worker.
+    if report.when == "call":
+        FIGURES.extend(value for name, value in report.user_properties if name == "figure")
+
+
 def pytest_terminal_summary(terminalreporter):
     if FIGURES:
         terminalreporter.section("figures measured by the tests")
@@ -59,6 +61,17 @@ def pytest_terminal_summary(terminalreporter):
 
 
 @pytest.fixture
-def figures():
-    """Append a line to the figures printed at the end of the run."""
-    return FIGURES.append
+def figures(request):
+    """Add a line to the figures printed at the end of the run."""
+    return lambda line: request.node.user_properties.append(("figure", line))
+
+
+def suite(impl: str, *args: str, cwd=ROOT, timeout: float = 900, env=None):
+    """The conformance suite against `impl`, run as a user runs it (the gradient-conformance
+    command, in a process of its own): (exit status, stdout and stderr, seconds)."""
+    started = time.perf_counter()
+    result = subprocess.run(
+        [sys.executable, "-m", "gradient_conformance", f"--impl={impl}", "-p",
+         "no:cacheprovider", *args], cwd=cwd, capture_output=True, text=True,
+        timeout=timeout, env=env)
+    return result.returncode, result.stdout + result.stderr, time.perf_counter() - started

@@ -4,20 +4,18 @@ A system that is not installed skips, with the reason. SPEC.md, "Adapters"."""
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
-from conformance.implementation import load
-from conformance.replay import replay
+from gradient_conformance.conformance.commands.replay import replay
+from gradient_conformance.conformance.implementation import load
+from tests.conftest import CASES, suite
 
-from .test_seeded_faults import ROOT
-
-EXAMPLES = ROOT.parent / "shared" / "spec" / "examples"
+EXAMPLES = CASES / "examples"
 SYSTEMS = {"torch_impl": "torch", "tinygrad_impl": "tinygrad", "micrograd_impl": "micrograd",
            "jax_impl": "jax", "tensorflow_impl": "tensorflow"}
 HIGHER_ORDER = ["torch_impl", "tinygrad_impl", "jax_impl", "tensorflow_impl"]
@@ -29,7 +27,13 @@ def adapter(name: str):
         importlib.import_module(package)
     except ImportError:
         pytest.skip(f"{package} is not installed (pip install -e '.[{package.replace('_', '')}]')")
-    return load(f"adapters.{name}")
+    return _loaded(name)
+
+
+@functools.cache
+def _loaded(name: str):
+    """One worker per adapter for the whole module: importing a framework takes seconds."""
+    return load(f"gradient_conformance.adapters.{name}")
 
 
 @pytest.mark.parametrize("name", sorted(SYSTEMS))
@@ -70,34 +74,33 @@ def test_micrograd_loses_the_sign_of_a_zero_derivative():
     """A finding: micrograd's grads start at 0.0 and add each share, so a derivative of -0.0
     comes back +0.0 (engine.py: `self.grad += ...`)."""
     impl = adapter("micrograd_impl")
-    agrees, text = replay(impl, str(ROOT / "cases" / "tapes" / "signed_zero_share.json"))
+    agrees, text = replay(impl, str(CASES / "tapes" / "signed_zero_share.json"))
     assert not agrees and "-0.0" in text
 
 
-def _suite(name: str, *select: str) -> subprocess.CompletedProcess:
+def _suite(name: str, *select: str) -> tuple[int, str]:
     env = dict(os.environ, DEV=os.environ.get("DEV", "PYTHON"))
-    return subprocess.run([sys.executable, "-m", "pytest", "conformance",
-                           f"--impl=adapters.{name}", "-q", "-p", "no:cacheprovider", *select],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    code, output, _ = suite(f"gradient_conformance.adapters.{name}", "-q", *select, env=env)
+    return code, output
 
 
 def test_the_suite_finds_torch_s_accumulation_order():
     """A finding: PyTorch's engine sums the shares a node receives in its own order, not the
     spec's arrival order; the accumulation check says which order it matched."""
     adapter("torch_impl")
-    run = _suite("torch_impl", "-k", "accumulation_order.ir or summed_in_arrival_order")
-    assert run.returncode == 1, run.stdout[-2000:]
-    assert "the shares were summed in" in run.stdout
+    code, output = _suite("torch_impl", "-k", "accumulation_order.ir or summed_in_arrival_order")
+    assert code == 1, output[-2000:]
+    assert "the shares were summed in" in output
 
 
 def test_an_adapter_s_checks_skip_what_the_system_cannot_express():
     adapter("micrograd_impl")
-    run = _suite("micrograd_impl", "-rs", "-k", "test_transcendental_within_declared_ulps")
-    assert run.returncode == 0 and "exp2 is unsupported" in run.stdout, run.stdout[-2000:]
+    code, output = _suite("micrograd_impl", "-rs", "-k", "test_transcendental_within_declared_ulps")
+    assert code == 0 and "exp2 is unsupported" in output, output[-2000:]
 
 
 def test_micrograd_s_gradient_of_a_loss_that_x_does_not_reach_is_zero():
     """x off the loss's graph keeps no stale .grad from an earlier gradient statement."""
     impl = adapter("micrograd_impl")
-    agrees, text = replay(impl, str(ROOT / "cases" / "gradient" / "detach_blocks_one_edge.ir"))
+    agrees, text = replay(impl, str(CASES / "gradient" / "detach_blocks_one_edge.ir"))
     assert agrees, text

@@ -10,8 +10,7 @@ import sys
 
 from benchmarks.suite_speed import chain_figures
 from benchmarks.workloads.make import FILES, HERE
-
-from .test_seeded_faults import ROOT
+from tests.conftest import ROOT
 
 
 def test_the_generated_workloads_are_committed_as_made():
@@ -41,3 +40,13 @@ def test_the_speed_script_prints_its_figures():
 def test_chain_figures_are_per_node():
     [(n, build, run)] = chain_figures((2_000,))
     assert n == 2_000 and build > 0 and run > 0  # figures, not targets: never asserted
+
+
+def test_the_suite_modes_script_prints_its_ratios():
+    run = subprocess.run([sys.executable, "-m", "benchmarks.suite_modes", "--max-examples", "2",
+                          "--only", "in process", "--only", "worker"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    assert lines[1].startswith("in process") and " 1.00x " in lines[1]
+    assert lines[2].startswith("worker") and "passed" in lines[2]

@@ -1,5 +1,6 @@
-"""The JSON-lines protocol: `python -m reference serve`, and the client that stands between
-the suite and an untrusted process (conformance/protocol.py). SPEC.md, "The protocol"."""
+"""The JSON-lines protocol: `gradient-conformance serve` (and `python -m reference serve`), and
+the client that stands between the suite and an untrusted process (conformance/protocol.py).
+SPEC.md, "The protocol"."""
 
 from __future__ import annotations
 
@@ -9,22 +10,18 @@ import textwrap
 import numpy as np
 import pytest
 
-from conformance.protocol import (
-    BuildRejected,
-    CommandImplementation,
-    ImplementationFailure,
-    RunFailed,
-)
-from reference import cases
-from reference.serve import decode_buffer, encode_buffer
-from tests.conftest import CASES, ROOT, SHARED_EXAMPLES
+from gradient_conformance.conformance.protocol import Command, decode_buffer, encode_buffer
+from gradient_conformance.reference import cases
+from tests.conftest import CASES, ROOT
 
-ALL = cases.case_paths([CASES] + ([SHARED_EXAMPLES] if SHARED_EXAMPLES.is_dir() else []))
+ALL = cases.case_paths([CASES])
 
 
-@pytest.fixture(scope="module")
-def served():
-    impl = CommandImplementation([sys.executable, "-m", "reference", "serve"], cwd=ROOT)
+@pytest.fixture(scope="module", params=["conformance", "reference"])
+def served(request):
+    argv = ([sys.executable, "-m", "gradient_conformance", "serve", "reference"]
+            if request.param == "conformance" else [sys.executable, "-m", "reference", "serve"])
+    impl = Command(argv, timeout=20, cwd=str(ROOT))
     yield impl
     impl.close()
 
@@ -37,15 +34,15 @@ def test_every_case_passes_through_the_protocol(served):
 
 
 def test_run_failure_says_index(served):
-    run = served.build((CASES / "run" / "index_out_of_range.ir").read_text())
-    with pytest.raises(RunFailed) as raised:
-        run({0: np.int32(3).reshape(()), 1: np.zeros(3, np.float32)})
-    assert raised.value.kind == "index"
+    source = (CASES / "run" / "index_out_of_range.ir").read_text()
+    got = served.case(source, {0: np.int32(3).reshape(()), 1: np.zeros(3, np.float32)},
+                      cases.buffer_slots(source))
+    assert got.status == "run-error" and got.index, got
 
 
-def test_rejection_is_build_rejected(served):
-    with pytest.raises(BuildRejected, match="unknown op"):
-        served.build("%x = frob 1.0\n")
+def test_rejection_is_a_rejection(served):
+    got = served.case("%x = frob 1.0\n", None, {})
+    assert got.status == "rejected" and "unknown op" in got.message
 
 
 @pytest.mark.parametrize("array", [
@@ -58,6 +55,16 @@ def test_buffers_round_trip_bit_for_bit(array):
     back = decode_buffer(encode_buffer(array))
     assert back.dtype == array.dtype and back.shape == array.shape
     assert back.tobytes() == array.tobytes()
+
+
+@pytest.mark.parametrize("value", [
+    {"dtype": "f64", "shape": [1], "bits": [0]}, {"dtype": "f32", "shape": [2], "bits": [0]},
+    {"dtype": "f32", "shape": [-1], "bits": []}, {"dtype": "f32", "shape": [1], "bits": [1.5]},
+    {"dtype": "f32", "shape": [1], "bits": [2**40]}, [], None,
+])
+def test_malformed_buffers_are_refused(value):
+    with pytest.raises(ValueError):
+        decode_buffer(value)
 
 
 FAKE = textwrap.dedent("""
@@ -84,27 +91,24 @@ FAKE = textwrap.dedent("""
 def fake(tmp_path):
     script = tmp_path / "fake_impl.py"
     script.write_text(FAKE)
-    impl = CommandImplementation([sys.executable, str(script)], timeout=2.0)
+    impl = Command([sys.executable, str(script)], timeout=2.0)
     yield impl
     impl.close()
 
 
-@pytest.mark.parametrize(("program", "reason"), [
-    ("# JUNK\n", "junk"), ("# CRASH\n", "crash"), ("# HANG\n", "timeout"),
-    ("# WRONG\n", "mismatch"),
+@pytest.mark.parametrize(("program", "reason", "said"), [
+    ("# JUNK\n", "junk", "not a JSON reply"), ("# CRASH\n", "crash", "status 3"),
+    ("# HANG\n", "timeout", "deadline"), ("# WRONG\n", "junk", "a reply to request"),
 ])
-def test_misbehaviour_is_a_failure_and_the_process_restarts(fake, program, reason):
-    with pytest.raises(ImplementationFailure) as raised:
-        fake.build(program)
-    assert raised.value.reason == reason
+def test_misbehaviour_is_a_failure_and_the_process_restarts(fake, program, reason, said):
+    got = fake.case(program, None, {})
+    assert got.status == "failure" and got.reason == reason and said in got.message, got
     if reason == "crash":
-        assert "segmentation fault (pretend)" in raised.value.stderr
-    fake.build("# fine\n")  # the next request starts a fresh process and succeeds
+        assert "segmentation fault (pretend)" in got.message
+    assert fake.case("# fine\n", None, {}).status == "ok"  # a fresh process answers
     assert fake.restarts == 1
 
 
 def test_a_run_reply_without_buffers_is_junk(fake):
-    run = fake.build("# fine\n")  # the fake answers a run with no buffers at all
-    with pytest.raises(ImplementationFailure) as raised:
-        run({0: np.zeros(2, np.float32)})
-    assert raised.value.reason == "junk"
+    got = fake.case("# fine\n", {0: np.zeros(2, np.float32)}, {0: ("f32", (2,))})
+    assert got.status == "failure" and got.reason == "junk" and "malformed" in got.message

@@ -17,9 +17,9 @@ import numpy as np
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from reference import compile_program
-from reference.interp import Interpreter
-from reference.realvalued import Dual, Pair, Real
+from gradient_conformance.reference import compile_program
+from gradient_conformance.reference.interp import Interpreter
+from gradient_conformance.reference.realvalued import Dual, Pair, Real
 from tests.smooth import smooth_programs
 
 DIGITS, REQUIRED_DIGITS = 80, 20

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-import reference
-from reference import cases
+from gradient_conformance import reference
+from gradient_conformance.reference import cases
 from tests.conftest import CASES, SHARED_EXAMPLES
 
 OWN = cases.case_paths([CASES])
@@ -26,6 +26,25 @@ def test_shared_example(path):
     assert ok, why
 
 
+@pytest.mark.skipif(not SHARED, reason="../shared/spec/examples is not beside the checkout")
+def test_the_packaged_examples_are_the_shared_ones():
+    """cases/examples/ is the copy of the shared worked examples that the package ships (an
+    installed suite has no ../shared): file for file and byte for byte."""
+    copy = CASES / "examples"
+    theirs = {p.name: p.read_bytes() for p in SHARED_EXAMPLES.iterdir() if p.is_file()}
+    ours = {p.name: p.read_bytes() for p in copy.iterdir() if p.is_file()}
+    assert ours == theirs, sorted(set(ours) ^ set(theirs)) or "a file differs"
+
+
+def test_the_wheel_s_data_lists_every_case_folder():
+    """Every folder of cases/ is a data package of pyproject.toml, so the wheel carries it."""
+    import tomllib
+    listed = set(tomllib.loads((CASES.parent / "pyproject.toml").read_text())["tool"]
+                 ["setuptools"]["package-data"])
+    folders = {f"gradient_conformance.cases.{d.name}" for d in CASES.iterdir() if d.is_dir()}
+    assert folders <= listed, sorted(folders - listed)
+
+
 def test_cases_cover_every_rejection_rule():
     """Each rule code of SPEC.md is the expected error of at least one case file."""
     kinds = {cases.load_case(p).error for p in OWN}
@@ -36,7 +55,7 @@ def test_cases_cover_every_rejection_rule():
 def test_cases_cover_every_op():
     """Each op of the signature table, and call, range, gradient and store, appears in the
     graph of some valid case file."""
-    from reference.graph import SIGNATURES
+    from gradient_conformance.reference.graph import SIGNATURES
     seen = set()
     for path in OWN:
         case = cases.load_case(path)
@@ -52,7 +71,7 @@ def test_cases_cover_every_op():
 
 def test_cases_cover_every_gradient_rule():
     """Each row of the rules table is used by the expansion of some case file."""
-    from reference.rules import RULES, rule_key
+    from gradient_conformance.reference.rules import RULES, rule_key
     used = set()
     for path in OWN + SHARED:
         case = cases.load_case(path)
@@ -66,7 +85,7 @@ def test_cases_cover_every_gradient_rule():
 
 
 def _visits(statements):
-    from reference.build import Define, Loop
+    from gradient_conformance.reference.build import Define, Loop
     for s in statements:
         if isinstance(s, Loop):
             yield from _visits(s.body)
@@ -87,7 +106,7 @@ def test_a_wrong_expectation_fails():
 def test_every_case_passes_under_the_rational_backend(monkeypatch):
     """Where gmpy2 is missing the reference computes with the rational backend: every case
     file passes with it too."""
-    from reference import exact
+    from gradient_conformance.reference import exact
     monkeypatch.setattr(exact, "BACKEND", exact.Rational())
     failures = []
     for path in OWN + SHARED:

@@ -10,16 +10,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import reference
-from generators import (
+from gradient_conformance import reference
+from gradient_conformance.generators import (
     differentiable_programs,
     exact_programs,
     invalid_gradients,
     near_misses,
     order_sensitive_gradients,
 )
-from implementations import fast
-from reference import cases, exact
+from gradient_conformance.implementations import fast
+from gradient_conformance.reference import cases, exact
 
 checked = settings(max_examples=150, deadline=None, database=None,
                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])

@@ -16,19 +16,23 @@ import time
 
 import pytest
 
-from conformance.fuzz import Progress, fuzz
-from conformance.implementation import load
-from conformance.replay import replay
-from reports.records import Divergence, divergence_from_dict, divergence_to_dict
+from gradient_conformance.conformance.commands.fuzz import Progress, fuzz
+from gradient_conformance.conformance.commands.replay import replay
+from gradient_conformance.conformance.implementation import load
+from gradient_conformance.reports.records import (
+    Divergence,
+    divergence_from_dict,
+    divergence_to_dict,
+)
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-FAULT = "implementations.faults.recip_form"
+FAULT = "gradient_conformance.implementations.faults.recip_form"
 CHECK = "test_gradients_bit_for_bit"
 
 
 def _start(out: pathlib.Path, *extra) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "conformance", "fuzz", f"--impl={FAULT}", "--minutes", "10",
+        [sys.executable, "-m", "gradient_conformance", "fuzz", f"--impl={FAULT}", "--minutes", "10",
          "--out", str(out), "--check", CHECK, *extra], cwd=ROOT, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True, start_new_session=True)
 
@@ -88,12 +92,13 @@ def test_progress_keeps_the_smallest_of_each_signature():
                        signature=(CHECK, "mul", "bits"))
     for worker, d in enumerate([big, small, other, big]):
         progress.take((worker % 2, "divergence", divergence_to_dict(d)))
-    progress.take((0, "cases", CHECK, 10, {"add": {CHECK: [10, 1]}}))
-    progress.take((1, "cases", CHECK, 5, {"add": {CHECK: [5, 0]}}))
+    progress.take((0, "cases", CHECK, 10, {"add": 10}))
+    progress.take((1, "cases", CHECK, 5, {"add": 5}))
     report = progress.report(jobs=2)
     assert [d.source for d in report.divergences] == ["a\nb", "a"]
     assert progress.found == 4 and report.checks[CHECK] == {"cases": 15, "failed": 2}
-    assert report.ops == {"add": {CHECK: [15, 1]}}
+    # Cases per op, summed over the workers; divergences per op, of every one found.
+    assert report.ops["add"] == {CHECK: [15, 3]} and report.ops["mul"] == {CHECK: [0, 1]}
 
 
 def _finds_from_the_database(tmp_path, database: str) -> None:
@@ -151,7 +156,7 @@ def test_a_redis_database_is_shared(tmp_path):
 def test_bad_fuzz_arguments_are_usage_errors(tmp_path):
     for argv in (["--minutes", "0"], ["--minutes", "1", "--check", "nope"],
                  ["--minutes", "1", "--jobs", "0"]):
-        run = subprocess.run([sys.executable, "-m", "conformance", "fuzz", f"--impl={FAULT}",
-                              "--out", str(tmp_path), *argv], cwd=ROOT, capture_output=True,
-                             text=True, timeout=120)
+        run = subprocess.run([sys.executable, "-m", "gradient_conformance", "fuzz",
+                              f"--impl={FAULT}", "--out", str(tmp_path), *argv], cwd=ROOT,
+                             capture_output=True, text=True, timeout=120)
         assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr

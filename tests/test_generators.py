@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-import reference
-from generators import (
+from gradient_conformance import reference
+from gradient_conformance.generators import (
     buffers_for,
     differentiable_programs,
     exact_programs,
@@ -24,15 +24,16 @@ from generators import (
     order_sensitive_gradients,
     programs,
 )
-from generators.strategies import _bitcast, arrival_order
-from generators.writer import Writer
-from reference import cases, exact
-from reference import gradient as walk
-from reference.build import Define, Loop
-from reference.errors import RULES, IRError
-from reference.graph import SIGNATURES
-from reference.rules import RULES as RULE_TABLE
-from reference.rules import rule_key
+from gradient_conformance.generators.buffers import POISON, output_only_slots
+from gradient_conformance.generators.strategies import _bitcast, arrival_order
+from gradient_conformance.generators.writer import Writer
+from gradient_conformance.reference import cases, exact
+from gradient_conformance.reference import gradient as walk
+from gradient_conformance.reference.build import Define, Loop
+from gradient_conformance.reference.errors import RULES, IRError
+from gradient_conformance.reference.graph import SIGNATURES
+from gradient_conformance.reference.rules import RULES as RULE_TABLE
+from gradient_conformance.reference.rules import rule_key
 
 checked = settings(max_examples=100, deadline=None, database=None,
                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
@@ -246,7 +247,8 @@ def test_the_fault_is_invisible_without_order_sensitivity():
 
 
 def test_anything_buffers_reach_the_special_values():
-    source = "%a = buffer slot=0 dtype=f32 shape=[8]\n%b = buffer slot=1 dtype=i32 shape=[8]\n"
+    source = ("%a = buffer slot=0 dtype=f32 shape=[8]\n%b = buffer slot=1 dtype=i32 shape=[8]\n"
+              "%x = load %a\n%y = load %b\nstore %a %x\nstore %b %y\n")
     seen_f32, seen_i32 = set(), set()
     for buffers in _draw(buffers_for(source), 200):
         seen_f32 |= {int(b) for b in buffers[0].view(np.uint32)}
@@ -255,6 +257,18 @@ def test_anything_buffers_reach_the_special_values():
     assert {0x00000000, 0x80000000, 0x7F800000, 0xFF800000} <= seen_f32
     assert any(0 < b < 0x00800000 for b in seen_f32)  # a positive subnormal
     assert {exact.I32_MIN, exact.I32_MAX} <= seen_i32
+
+
+def test_slots_only_stored_into_start_as_poison():
+    """A slot the program never loads starts as POISON (a NaN no arithmetic makes, and its
+    bits as an i32), so no program leaves it as it was by accident; a bool slot as drawn."""
+    source = ("%a = buffer slot=0 dtype=f32 shape=[2]\n%o = buffer slot=1 dtype=f32 shape=[2]\n"
+              "%i = buffer slot=2 dtype=i32 shape=[]\n%c = buffer slot=3 dtype=bool shape=[]\n"
+              "%x = load %a\nstore %o %x\nstore %i 1\nstore %c true\n")
+    assert output_only_slots(source) == {1, 2, 3}
+    for buffers in _draw(buffers_for(source), 20):
+        assert buffers[1].view(np.uint32).tolist() == [POISON, POISON]
+        assert int(buffers[2].view(np.uint32)) == POISON and buffers[3].dtype == np.bool_
 
 
 def test_smooth_buffers_keep_their_distance():
@@ -326,7 +340,7 @@ def test_bitcast_to_i32_never_takes_a_computed_value(w):
 
 
 def test_features_name_higher_order_and_reduce_mul():
-    from generators.writer import features_of
+    from gradient_conformance.generators.writer import features_of
     head = "%a = buffer slot=0 dtype=f32 shape=[2]\n%x = load %a\n%s = reduce %x op=add\n"
     first = features_of(head + "%g = gradient %s %x\n")
     assert "gradient" in first and "higher_order" not in first

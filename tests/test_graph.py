@@ -8,11 +8,11 @@ import sys
 import numpy as np
 import pytest
 
-import reference
-from reference import exact
-from reference.errors import BuildError
-from reference.gradient import post_order
-from reference.graph import Graph
+from gradient_conformance import reference
+from gradient_conformance.reference import exact
+from gradient_conformance.reference.errors import BuildError
+from gradient_conformance.reference.gradient import post_order
+from gradient_conformance.reference.graph import Graph
 
 
 def _program(body: str, shape: str = "[]"):
@@ -26,7 +26,7 @@ def _program(body: str, shape: str = "[]"):
 
 
 def _node_of(program, name):
-    from reference.build import Define, Loop
+    from gradient_conformance.reference.build import Define, Loop
 
     def find(statements):
         for s in statements:

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import reference
-from reference import cases
-from reference.printer import format_expanded, format_trace
+from gradient_conformance import reference
+from gradient_conformance.reference import cases
+from gradient_conformance.reference.printer import format_expanded, format_trace
 from tests.conftest import CASES, SHARED_EXAMPLES
 from tests.smooth import smooth_programs
 

@@ -8,8 +8,8 @@ import re
 import numpy as np
 import pytest
 
-import reference
-from reference.errors import RunError
+from gradient_conformance import reference
+from gradient_conformance.reference.errors import RunError
 
 SOURCE = ("%a = buffer slot=0 dtype=f32 shape=[2]\n%o = buffer slot=1 dtype=f32 shape=[2]\n"
           "%x = load %a\n%y = mul %x %x\n%s = reduce %y op=add\n%g = gradient %s %x\n"

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -14,12 +15,12 @@ import sys
 import numpy as np
 import pytest
 
-from conformance.implementation import Outcome, load
-from conformance.record import describe
-from conformance.replay import replay
-from reference import cases
-from reports.html import render, ulp_chart
-from reports.records import (
+from gradient_conformance.conformance.commands.replay import replay
+from gradient_conformance.conformance.implementation import Outcome, load
+from gradient_conformance.conformance.record import describe
+from gradient_conformance.reference import cases
+from gradient_conformance.reports.html import render, ulp_chart
+from gradient_conformance.reports.records import (
     Divergence,
     Report,
     divergence_to_dict,
@@ -28,33 +29,33 @@ from reports.records import (
     smallest_per_signature,
     to_json,
 )
+from tests.conftest import ROOT, suite
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-HOSTILE = str(ROOT / "tests" / "impls" / "hostile.py")
+HOSTILE = str(ROOT / "tests" / "hostile" / "markup_messages.py")
+RECIP_FAULT = "gradient_conformance.implementations.faults.recip_form"
 RECIP = (ROOT / "cases" / "gradient" / "op_form_recip.ir")
 
 
 def _suite(tmp_path, impl, *select, extra=()):
-    """Run the conformance suite in a subprocess, as a user would; return its result."""
-    return subprocess.run(
-        [sys.executable, "-m", "pytest", "conformance", f"--impl={impl}", "-q", "-p",
-         "no:cacheprovider", f"--report={tmp_path / 'report.html'}",
-         f"--report-json={tmp_path / 'report.json'}", *extra, "-k", " or ".join(select)],
-        cwd=ROOT, capture_output=True, text=True, timeout=600)
+    """Run the conformance suite in a subprocess, as a user would: (status, output)."""
+    code, output, _ = suite(impl, "-q", f"--report={tmp_path / 'report.html'}",
+                            f"--report-json={tmp_path / 'report.json'}", *extra, "-k",
+                            " or ".join(select))
+    return code, output
 
 
 @pytest.fixture(scope="module")
 def faulty_run(tmp_path_factory):
     """The suite's case files and gradient checks against the recip-form fault."""
     out = tmp_path_factory.mktemp("faulty")
-    result = _suite(out, "implementations.faults.recip_form", "op_form_recip",
+    result = _suite(out, "gradient_conformance.implementations.faults.recip_form", "op_form_recip",
                     "test_gradients_bit_for_bit", "test_forward_error_per_op")
     return out, result
 
 
 def test_a_failing_run_writes_both_reports(faulty_run):
-    out, result = faulty_run
-    assert result.returncode == 1, result.stdout[-2000:]
+    out, (code, output) = faulty_run
+    assert code == 1, output[-2000:]
     report = from_json((out / "report.json").read_text())
     checks = {d.check for d in report.divergences}
     assert {"test_case_file", "test_gradients_bit_for_bit"} <= checks
@@ -88,8 +89,8 @@ def test_the_differing_output_is_highlighted(faulty_run):
 def test_every_saved_divergence_replays(faulty_run):
     out, _ = faulty_run
     report = from_json((out / "report.json").read_text())
-    faulty = load("implementations.faults.recip_form")
-    fast = load("implementations.fast")
+    faulty = load("gradient_conformance.implementations.faults.recip_form")
+    fast = load("gradient_conformance.implementations.fast")
     for d in report.divergences:
         assert pathlib.Path(d.case_file).parent == out / "report.cases"
         agrees, text = replay(faulty, d.case_file)
@@ -104,10 +105,10 @@ def test_replay_command_line(faulty_run):
     run = subprocess.run(d.replay, shell=True, cwd=ROOT, capture_output=True, text=True,
                          timeout=120)
     assert run.returncode == 1 and "DIVERGES" in run.stdout, run.stdout + run.stderr
-    fine = subprocess.run([sys.executable, "-m", "conformance", "replay", d.case_file,
+    fine = subprocess.run([sys.executable, "-m", "gradient_conformance", "replay", d.case_file,
                            "--impl=reference"], cwd=ROOT, capture_output=True, text=True)
     assert fine.returncode == 0 and "AGREES" in fine.stdout
-    bad = subprocess.run([sys.executable, "-m", "conformance", "replay", "no/such.ir",
+    bad = subprocess.run([sys.executable, "-m", "gradient_conformance", "replay", "no/such.ir",
                           "--impl=reference"], cwd=ROOT, capture_output=True, text=True)
     assert bad.returncode == 2 and "Traceback" not in bad.stderr and "no/such.ir" in bad.stderr
 
@@ -120,8 +121,8 @@ def hostile_run(tmp_path_factory):
 
 
 def test_what_an_implementation_says_is_escaped(hostile_run):
-    out, result = hostile_run
-    assert result.returncode == 1, result.stdout[-2000:]
+    out, (code, output) = hostile_run
+    assert code == 1, output[-2000:]
     html = (out / "report.html").read_text()
     assert "<script" not in html.lower()
     assert "&lt;script&gt;document.body.innerHTML=&#39;PWNED&#39;&lt;/script&gt;" in html
@@ -169,6 +170,42 @@ def test_a_real_browser_renders_the_failing_check(hostile_run, tmp_path):
     shot = tmp_path / "shot.png"
     _browse(out / "report.html", tmp_path, f"--screenshot={shot}", "--window-size=1000,1400")
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
+
+
+@pytest.fixture(scope="module")
+def whole_run(tmp_path_factory):
+    """Every check against the recip-form fault: the widest page a run makes."""
+    out = tmp_path_factory.mktemp("whole")
+    code, output, _ = suite(RECIP_FAULT, "-q", "--max-examples=60", f"--report={out / 'r.html'}")
+    assert code == 1, output[-3000:]
+    return out / "r.html"
+
+
+@pytest.mark.skipif(_chromium() is None, reason="Chromium is not installed (make test installs "
+                    "Debian's chromium where it can: apt-get, as root)")
+def test_the_page_fits_1200_pixels_and_links_every_divergence(whole_run, tmp_path):
+    """At 1200 px the body has no horizontal overflow, and every check with a divergence
+    links to each of its divergences. The page has no script of its own, so the measuring
+    one goes into a copy."""
+    page = tmp_path / "measured.html"
+    page.write_text(whole_run.read_text().replace("</body>", """<script>
+        var root = document.documentElement;
+        document.body.setAttribute("data-fits", String(root.scrollWidth <= window.innerWidth));
+        document.body.setAttribute("data-widths", root.scrollWidth + "/" + window.innerWidth);
+        </script></body>"""))
+    dom = _browse(page, tmp_path, "--dump-dom", "--window-size=1200,900").stdout
+    assert 'data-fits="true"' in dom, re.search(r'data-widths="[^"]*"', dom)
+    sections = re.findall(r'<section class="divergence" id="divergence-(\d+)">\s*'
+                          r'<h3 class="check">(\w+)</h3>', dom)
+    assert sections
+    rows = re.findall(r"<tr class=\"\w+\">\s*<td>(.*?)</td>(.*?)</tr>", dom, re.S)
+    links = {re.sub(r"<wbr>", "", name): set(re.findall(r'href="#divergence-(\d+)"', rest))
+             for name, rest in rows}
+    for number, check in sections:
+        assert number in links[check], (check, number, links.get(check))
+    shot = tmp_path / "page.png"
+    _browse(whole_run, tmp_path, f"--screenshot={shot}", "--window-size=1200,2000")
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_json_round_trips_and_refuses_other_schemas():
@@ -219,16 +256,16 @@ def test_the_ulp_chart_marks_what_exceeds_the_bound():
 
 def test_vectors_export_and_check(tmp_path):
     out = tmp_path / "vectors"
-    run = subprocess.run([sys.executable, "-m", "conformance", "vectors", "--out", str(out),
-                          "--count", "40"], cwd=ROOT, capture_output=True, text=True,
+    run = subprocess.run([sys.executable, "-m", "gradient_conformance", "vectors", "--out",
+                          str(out), "--count", "40"], cwd=ROOT, capture_output=True, text=True,
                          timeout=600)
     assert run.returncode == 0, run.stderr
     manifest = json.loads((out / "index.json").read_text())
     assert manifest["count"] == 40 == len(list(out.glob("*.ir")))
     classes = {v["class"].split()[0] for v in manifest["vectors"]}
     assert classes == {"bit-exact", "rejection", "ulp-bounded"}
-    reference, fast = load("reference"), load("implementations.fast")
-    faulty = load("implementations.faults.reversed_fold")
+    reference, fast = load("reference"), load("gradient_conformance.implementations.fast")
+    faulty = load("gradient_conformance.implementations.faults.reversed_fold")
     missed = 0
     for v in manifest["vectors"]:
         text = (out / v["file"]).read_text()
@@ -240,7 +277,7 @@ def test_vectors_export_and_check(tmp_path):
         missed += not replay(faulty, str(out / v["file"]))[0]
     assert missed > 0  # the order-sensitive vectors catch a reversed fold
     again = tmp_path / "again"
-    subprocess.run([sys.executable, "-m", "conformance", "vectors", "--out", str(again),
+    subprocess.run([sys.executable, "-m", "gradient_conformance", "vectors", "--out", str(again),
                     "--count", "40"], cwd=ROOT, check=True, capture_output=True, timeout=600)
     assert (again / "index.json").read_text() == (out / "index.json").read_text()
 
@@ -268,7 +305,7 @@ def test_the_report_command_collects_saved_divergences(tmp_path, faulty_run):
         folder = tmp_path / f"machine{k}" / "divergences" / f"sig{k}"
         folder.mkdir(parents=True)
         (folder / "0001-x.json").write_text(json.dumps(divergence_to_dict(d)))
-    run = subprocess.run([sys.executable, "-m", "conformance", "report",
+    run = subprocess.run([sys.executable, "-m", "gradient_conformance", "report",
                           str(tmp_path / "machine0"), str(tmp_path / "machine1"),
                           "--out", str(tmp_path / "all.html")], cwd=ROOT, capture_output=True,
                          text=True, timeout=120)

@@ -15,7 +15,7 @@ import random
 
 import pytest
 
-from reference import exact
+from gradient_conformance.reference import exact
 
 needs_mpfr = pytest.mark.skipif("mpfr" not in exact.BACKENDS,
                                 reason="gmpy2 is not installed: nothing to compare against")

@@ -4,28 +4,17 @@ reference and the fast implementation. SPEC.md, "The conformance suite"."""
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
-import time
 
 import pytest
 
-from implementations.faults import FAULTS
-from tests.conftest import ROOT
+from gradient_conformance.implementations.faults import FAULTS
+from tests.conftest import FAST, suite
+from tests.conftest import FAULTS as FAULTS_PACKAGE
 
 
-def _suite(impl: str, *extra: str) -> tuple[int, str, float]:
-    started = time.perf_counter()
-    result = subprocess.run(
-        [sys.executable, "-m", "pytest", "conformance", f"--impl={impl}", "--profile=ci", "-q",
-         "-p", "no:cacheprovider", *extra], cwd=ROOT, capture_output=True, text=True,
-        timeout=600)
-    return result.returncode, result.stdout + result.stderr, time.perf_counter() - started
-
-
-@pytest.mark.parametrize("impl", ["reference", "implementations.fast"])
+@pytest.mark.parametrize("impl", ["reference", FAST])
 def test_the_correct_implementations_pass(impl, figures):
-    code, output, seconds = _suite(impl)
+    code, output, seconds = suite(impl, "--profile=ci", "-q")
     assert code == 0, output[-3000:]
     figures(f"suite: {impl} passes the ci profile in {seconds:.1f} s "
             f"({output.strip().splitlines()[-1]})")
@@ -33,10 +22,9 @@ def test_the_correct_implementations_pass(impl, figures):
 
 @pytest.mark.parametrize("fault", sorted(FAULTS))
 def test_every_seeded_fault_is_killed(fault, figures):
-    code, output, _ = _suite(f"implementations.faults.{fault}")
+    code, output, _ = suite(f"{FAULTS_PACKAGE}.{fault}", "--profile=ci", "-q")
     assert code == 1, f"the fault {fault} ({FAULTS[fault][0]}) survived:\n{output[-3000:]}"
-    caught = sorted({m.group(1) for m in re.finditer(
-        r"FAILED conformance/(\w+)\.py::(?:\w+)", output)})
-    tests = sorted({m.group(0).split("::")[1].split("[")[0] for m in re.finditer(
-        r"FAILED conformance/\w+\.py::\w+", output)})
-    figures(f"kill: {fault:20} caught by {', '.join(tests)} ({', '.join(caught)})")
+    failed = re.findall(r"FAILED \S*checks/(\w+)\.py::(\w+)", output)
+    assert failed, output[-3000:]
+    figures(f"kill: {fault:20} caught by {', '.join(sorted({t for _, t in failed}))} "
+            f"({', '.join(sorted({m for m, _ in failed}))})")

@@ -9,8 +9,8 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-import reference
-from reference import exact
+from gradient_conformance import reference
+from gradient_conformance.reference import exact
 
 i32s = st.one_of(st.integers(-(2**31), 2**31 - 1),
                  st.sampled_from([-(2**31), -(2**31) + 1, -1, 0, 1, 2**31 - 1, 31, 32, 33]))

@@ -6,20 +6,24 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
 import sys
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 
-import reference
-from conformance.implementation import load
-from generators.tapes import invalid_tapes, order_sensitive_tapes, single_use_tapes, tapes
-from reference import exact
-from reference.realvalued import Real
-from reference.serve import decode_tape, encode_tape, serve
-from reference.tape import (
+from gradient_conformance import reference
+from gradient_conformance.conformance.implementation import load
+from gradient_conformance.conformance.protocol import decode_tape, encode_tape, serve
+from gradient_conformance.generators.tapes import (
+    invalid_tapes,
+    order_sensitive_tapes,
+    single_use_tapes,
+    tapes,
+)
+from gradient_conformance.reference import exact
+from gradient_conformance.reference.realvalued import Real
+from gradient_conformance.reference.tape import (
     TapeError,
     backprop,
     backprop_bits,
@@ -29,8 +33,7 @@ from reference.tape import (
     load_tape_case,
     to_program,
 )
-
-from .test_seeded_faults import ROOT
+from tests.conftest import CASES, suite
 
 
 def test_the_lesson_figure():
@@ -38,7 +41,7 @@ def test_the_lesson_figure():
     tape = [["input", 2.0], ["mul", 0, 0], ["mul", 1, 0]]
     assert backprop(tape) == [12.0, 2.0, 1.0]
     entries = check(tape)
-    from reference.tape import walk
+    from gradient_conformance.reference.tape import walk
     _, shares = walk(entries, forward(entries))
     assert [[exact.decode(b) for b in received] for received in shares] == \
         [[4.0, 4.0, 4.0], [2.0], [1.0]]
@@ -125,8 +128,9 @@ def test_the_wire_form_round_trips():
 
 def test_serve_answers_backprop():
     replies = []
-    serve([json.dumps({"id": 1, "backprop": encode_tape([["input", 2.0], ["mul", 0, 0]])}),
-           json.dumps({"id": 2, "backprop": [["input", 1065353216], ["add", 0, 5]]})],
+    serve(reference, [json.dumps({"id": 1, "backprop": encode_tape([["input", 2.0],
+                                                                     ["mul", 0, 0]])}),
+                      json.dumps({"id": 2, "backprop": [["input", 1065353216], ["add", 0, 5]]})],
           replies.append)
     first, second = (json.loads(r) for r in replies)
     assert first == {"id": 1, "ok": True, "derivatives": [exact.f32_from_text("4.0"), exact.ONE]}
@@ -134,7 +138,7 @@ def test_serve_answers_backprop():
 
 
 def test_a_cmd_implementation_backprops():
-    impl = load(f"cmd:{sys.executable} -m reference serve")
+    impl = load(f"cmd:{sys.executable} -m gradient_conformance serve reference")
     try:
         got = impl.run_backprop([["input", 3.0], ["mul", 0, 0], ["mul", 1, 0]])
         assert got.status == "ok" and [exact.decode(b) for b in got.derivatives] == \
@@ -153,51 +157,51 @@ def test_derivatives_that_are_not_f32_values_are_a_failure(tmp_path):
     assert load(str(module)).run_backprop([["input", 1.0], ["add", 0, 0]]).status == "failure"
 
 
-def _suite(impl: str, *select: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pytest", "conformance", f"--impl={impl}",
-                           "-q", "-rs", "-p", "no:cacheprovider", *select], cwd=ROOT,
-                          capture_output=True, text=True, timeout=900)
+def _suite(impl: str, *select: str) -> tuple[int, str]:
+    code, output, _ = suite(impl, "-q", "-rs", *select)
+    return code, output
 
 
 def test_a_backprop_only_module_skips_the_build_checks_with_the_reason():
-    run = _suite("implementations.faults.tape_const_zero", "-k",
+    run = _suite("gradient_conformance.implementations.faults.tape_const_zero", "-k",
                  "test_case_file and calls or test_tape_case_file and lesson")
-    assert run.returncode == 0, run.stdout[-3000:]
-    assert "defines no build(): these checks are for implementations that do" in run.stdout
-    assert "1 passed" in run.stdout or "2 passed" in run.stdout
+    code, output = run
+    assert code == 0, output[-3000:]
+    assert "defines no build(): these checks are for implementations that do" in output
+    assert "1 passed" in output or "2 passed" in output
 
 
 def test_a_build_only_module_skips_the_tape_checks_with_the_reason(tmp_path):
     module = tmp_path / "only_build.py"
-    module.write_text("from implementations.fast import build, NAME, VERSION, CAPABILITIES\n")
-    run = _suite(str(module), "-k", "test_tape_case_file")
-    assert run.returncode == 0, run.stdout[-3000:]
-    assert "defines no backprop()" in run.stdout and "passed" not in run.stdout
+    module.write_text("from gradient_conformance.implementations.fast import build, NAME, "
+                      "VERSION, CAPABILITIES\n")
+    code, output = _suite(str(module), "-k", "test_tape_case_file")
+    assert code == 0, output[-3000:]
+    assert "defines no backprop()" in output and "passed" not in output
 
 
 def test_a_module_with_neither_is_a_usage_error(tmp_path):
     module = tmp_path / "nothing.py"
     module.write_text("NAME = 'nothing'\n")
-    run = _suite(str(module))
-    assert run.returncode != 0 and "defines neither build(source) nor backprop(tape)" in \
-        run.stderr + run.stdout
+    code, output = _suite(str(module))
+    assert code == 4 and "defines neither build(source) nor backprop(tape)" in output
 
 
 @pytest.mark.parametrize("fault", ["tape_program_order", "tape_const_zero",
                                    "tape_same_operand_once"])
 def test_every_tape_fault_is_killed(fault):
-    run = _suite(f"implementations.faults.{fault}", "-k", "tape")
-    assert run.returncode == 1, run.stdout[-3000:]
+    code, output = _suite(f"gradient_conformance.implementations.faults.{fault}", "-k", "tape")
+    assert code == 1, output[-3000:]
 
 
 def test_the_bundled_implementation_passes_the_tape_checks():
-    run = _suite("implementations.fast", "-k", "tape")
-    assert run.returncode == 0, run.stdout[-3000:]
-    assert "19 passed" in run.stdout
+    code, output = _suite("gradient_conformance.implementations.fast", "-k", "tape")
+    assert code == 0, output[-3000:]
+    assert "19 passed" in output
 
 
 def test_tape_case_files_are_well_formed():
-    for path in sorted((ROOT / "cases" / "tapes").glob("*.json")):
+    for path in sorted((CASES / "tapes").glob("*.json")):
         case = load_tape_case(path.read_text())
         assert case["description"], path
         if case["error"]:

@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import reference
-from reference import cases
-from reference.errors import IRError
-from reference.syntax import format_program, parse
+from gradient_conformance import reference
+from gradient_conformance.reference import cases
+from gradient_conformance.reference.errors import IRError
+from gradient_conformance.reference.syntax import format_program, parse
 from tests.conftest import CASES, SHARED_EXAMPLES
 from tests.smooth import smooth_programs
 

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from implementations import fast
+from gradient_conformance.implementations import fast
 
 
 def _reversed_fold(shares, mk):

@@ -1,5 +1,5 @@
 """Seeded fault merged_scopes: see implementations/faults/__init__.py."""
 
-from implementations.faults import seeded
+from gradient_conformance.implementations.faults import seeded
 
 build, NAME, VERSION, CAPABILITIES = seeded("merged_scopes")

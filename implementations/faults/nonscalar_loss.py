@@ -1,5 +1,5 @@
 """Seeded fault nonscalar_loss: see implementations/faults/__init__.py."""
 
-from implementations.faults import seeded
+from gradient_conformance.implementations.faults import seeded
 
 build, NAME, VERSION, CAPABILITIES = seeded("nonscalar_loss")

@@ -1,0 +1,14 @@
+"""The suite's checks, one module per group (SPEC.md, "The conformance suite"):
+
+- test_forward.py: final slots bit for bit; exp2, log2, sin within the declared ulps; the
+  forward error of every elementwise op.
+- test_gradient_bits.py: gradients bit for bit (the walk, the fold, every rule's op form).
+- test_derivative.py: every implementation's outputs near the true derivative.
+- test_accumulation.py: shares summed in arrival order; a failure names the order used.
+- test_rejection.py: invalid gradients rejected; near misses accepted.
+- test_semantics.py: detach, higher order, hash consing, loops and calls, i32, by name.
+- test_cases.py: every case file the package ships.
+- test_tape.py: the tape exercise's backprop(tape).
+
+compare.py holds what they share: the reference's outcome for a case, and the difference.
+"""

@@ -1,0 +1,26 @@
+"""The semantics a gradient depends on, topic by topic: each test runs case files that fail
+without it. (They also run among all case files in test_cases.py; here they carry names.)"""
+
+from __future__ import annotations
+
+import pytest
+
+from gradient_conformance.conformance.checks.test_cases import CASES, run_case_file
+
+TOPICS = {
+    "detach": ["gradient/detach_blocks_one_edge.ir",  # x*detach(x) is x; one edge only
+               "gradient/detached_loss.ir",  # a detached loss has zeros
+               "examples/lesson_detach.ir"],
+    "higher_order": ["examples/second_derivative.ir"],
+    "hash_consing": ["gradient/hash_consing_shares.ir", "gradient/range_keeps_nodes_apart.ir",
+                     "ops/memory_order.ir"],
+    "loops_and_calls": ["ops/loop_carries_memory.ir", "ops/nested_ranges.ir", "ops/calls.ir",
+                        "near_miss/gradient_in_loop.ir", "near_miss/call_behind_i32.ir"],
+    "i32": ["ops/i32_c_semantics.ir", "ops/casts.ir", "ops/logic.ir"],
+}
+
+
+@pytest.mark.parametrize(("topic", "name"), [(t, n) for t, ns in TOPICS.items() for n in ns],
+                         ids=lambda v: v.split("/")[-1])
+def test_semantics(impl, topic, name):
+    run_case_file(impl, CASES / name)

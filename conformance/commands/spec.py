@@ -1,0 +1,49 @@
+"""`gradient-conformance spec [SECTION]`: the project's SPEC.md (or VECTORS.md), as the
+installed package ships it, so that a message citing a section can be followed anywhere."""
+
+from __future__ import annotations
+
+import re
+
+from gradient_conformance import resource
+
+HEADING = re.compile(r"^(#{1,4}) (.+)$")
+
+
+def sections(text: str) -> list[tuple[int, str, int]]:
+    """(level, title, line index) of each heading, code blocks excepted."""
+    found, fenced = [], False
+    for k, line in enumerate(text.splitlines()):
+        if line.startswith("```"):
+            fenced = not fenced
+        match = HEADING.match(line)
+        if match and not fenced:
+            found.append((len(match.group(1)), match.group(2).strip(), k))
+    return found
+
+
+def section(text: str, wanted: str) -> str | None:
+    """The section whose heading is `wanted` (or, failing that, contains it, ignoring
+    case), up to the next heading of its level or above."""
+    lines, heads = text.splitlines(), sections(text)
+    key = wanted.strip().strip('"').lower()
+    for exact in (True, False):
+        for n, (level, title, start) in enumerate(heads):
+            if (title.lower() == key) if exact else (key in title.lower()):
+                end = next((s for lv, _, s in heads[n + 1:] if lv <= level), len(lines))
+                return "\n".join(lines[start:end]).rstrip() + "\n"
+    return None
+
+
+def show(wanted: str | None, *, document: str = "SPEC.md") -> int:
+    text = resource(document).read_text(encoding="utf-8")
+    if wanted is None:
+        for level, title, _ in sections(text):
+            print("  " * (level - 1) + title)
+        return 0
+    found = section(text, wanted)
+    if found is None:
+        raise ValueError(f"{document} has no section {wanted!r}; `gradient-conformance spec` "
+                         "lists them")
+    print(found, end="")
+    return 0

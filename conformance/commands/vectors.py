@@ -1,0 +1,134 @@
+"""`python -m conformance vectors --out DIR`: generated cases with the reference's expected
+bits or expected rejection, as case files any implementation in any language can check.
+SPEC.md, "Test vectors"; VECTORS.md says how a runner must compare.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import pathlib
+
+import hypothesis
+import numpy as np
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+
+from gradient_conformance import reference
+from gradient_conformance.conformance.checks.compare import (
+    TRANSCENDENTAL,
+    expected,
+    single_op_source,
+)
+from gradient_conformance.generators import (
+    Case,
+    differentiable_programs,
+    exact_programs,
+    invalid_gradients,
+    near_misses,
+    order_sensitive_gradients,
+)
+from gradient_conformance.reference import cases
+
+FORMAT = "gradient-conformance-vectors/1"
+
+
+@st.composite
+def transcendental_samples(draw, *, max_size: int = 32) -> Case:
+    """One of exp2, log2, sin over a list of f32 values; shrinks towards one value, 0.0."""
+    op = draw(st.sampled_from(sorted(TRANSCENDENTAL)))
+    values = draw(st.lists(st.floats(width=32), min_size=1, max_size=max_size))
+    source = single_op_source(op, len(values))
+    return Case(source, {0: np.array(values, np.float32)}, None,
+                f"{op} over {len(values)} values", features=frozenset({op}))
+
+
+# (kind, strategy, share of the vectors): what a vector set is made of.
+KINDS = [
+    ("forward", exact_programs(), 0.25),
+    ("gradient", differentiable_programs(exclude=TRANSCENDENTAL), 0.30),
+    ("order", order_sensitive_gradients(), 0.10),
+    ("near-miss", near_misses(), 0.10),
+    ("rejection", invalid_gradients(), 0.20),
+    ("transcendental", transcendental_samples(), 0.05),
+]
+# What --profile means for vectors: ci draws the same set every time (seed 0 unless given),
+# dev and nightly a fresh one unless --seed is given.
+PROFILES = ("ci", "dev", "nightly")
+
+
+def counts(total: int) -> dict[str, int]:
+    """How many vectors of each kind make `total`: the shares, the rest to the first kinds."""
+    got = {kind: int(total * share) for kind, _, share in KINDS}
+    for kind, _, _ in KINDS[: total - sum(got.values())]:
+        got[kind] += 1
+    return got
+
+
+def draw_cases(strategy, count: int, *, seed: int | None) -> list[Case]:
+    """`count` distinct cases from `strategy`, drawn by Hypothesis outside any test: the same
+    ones for the same seed, fresh ones for None."""
+    found: dict[tuple, Case] = {}
+    for attempt in range(10):
+        if len(found) >= count:
+            break
+
+        @settings(max_examples=2 * (count - len(found)) + 5, database=None,
+                  deadline=None, phases=[Phase.generate],
+                  suppress_health_check=list(HealthCheck))
+        @given(st.data())
+        def collect(data):
+            case = data.draw(strategy)
+            key = (case.source, tuple(sorted((k, v.tobytes()) for k, v in case.buffers.items())))
+            if len(found) < count:
+                found.setdefault(key, case)
+
+        (collect if seed is None else hypothesis.seed(seed * 1000 + attempt)(collect))()
+    return list(found.values())
+
+
+def vector_text(number: int, kind: str, case: Case) -> tuple[str, dict]:
+    """One vector file, and its entry in index.json."""
+    ops = sorted(set(case.features) & TRANSCENDENTAL)
+    if case.expect_error is not None:
+        klass, outputs, error, run_error = "rejection", None, case.expect_error, False
+    else:
+        want = expected(case.source, case.buffers)
+        if want.status == "rejected":
+            raise AssertionError(f"the reference rejects a valid {kind} case: {want.message}")
+        run_error = want.status == "run-error"
+        outputs = None if run_error else want.buffers
+        error = None
+        klass = f"ulp-bounded {ops[0]}" if kind == "transcendental" else "bit-exact"
+    uses = f"; uses {' '.join(ops)}" if ops and kind != "transcendental" else ""
+    text = cases.format_case(case.source, inputs=case.buffers, outputs=outputs, error=error,
+                             run_error=run_error,
+                             comments=[f"vector {number}: {kind}{uses}", case.description],
+                             directives=[f"class {klass}"])
+    entry = {"class": klass, "kind": kind, "uses": ops, "expect": "rejected" if error else
+             "run-error" if run_error else "outputs"}
+    return text, entry
+
+
+def export(out: pathlib.Path, *, count: int, profile: str = "ci",
+           seed: int | None = None) -> dict:
+    """Write `count` vectors and index.json (the manifest) into `out`; return the manifest."""
+    out.mkdir(parents=True, exist_ok=True)
+    if seed is None and profile == "ci":
+        seed = 0
+    index, number = [], 0
+    strategies = {kind: strategy for kind, strategy, _ in KINDS}
+    for kind, n in counts(count).items():
+        if n == 0:
+            continue
+        for case in draw_cases(strategies[kind], n, seed=seed):
+            number += 1
+            text, entry = vector_text(number, kind, case)
+            name = f"{number:05d}-{kind}.ir"
+            (out / name).write_text(text)
+            index.append({"file": name, **entry,
+                          "sha256": hashlib.sha256(text.encode()).hexdigest()})
+    manifest = {"format": FORMAT, "reference": reference.VERSION, "profile": profile,
+                "seed": seed, "count": len(index), "vectors": index}
+    (out / "index.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    return manifest

@@ -1,0 +1,5 @@
+"""Calls sys.exit at import."""
+
+import sys
+
+sys.exit(3)

@@ -1,0 +1,188 @@
+"""The suite as a pytest plugin (SPEC.md, "The conformance suite"): inert until asked for,
+options that clash with no other plugin, stable ids, skips and xfails by part of an id, usage
+errors for what cannot be checked, xdist, and what the terminal shows of a failure."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from tests.conftest import FAST, FAULTS, ROOT, suite
+
+RECIP = f"{FAULTS}.recip_form"
+
+
+def _pytest(*args, cwd=ROOT):
+    run = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
+                         cwd=cwd, capture_output=True, text=True, timeout=900)
+    return run.returncode, run.stdout + run.stderr
+
+
+def test_loading_the_plugin_imports_nothing_heavy():
+    probe = ("import sys\nbefore = set(sys.modules)\nimport gradient_conformance.conformance."
+             "plugin\nprint(sorted(m for m in set(sys.modules) - before "
+             "if m.split('.')[0] in ('numpy', 'hypothesis', 'jinja2', 'mpmath', 'gmpy2') "
+             "or m.startswith('gradient_conformance.reference')))")
+    run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         cwd="/", check=True)
+    assert run.stdout.strip() == "[]"
+
+
+def test_a_user_s_own_tests_run_as_ever_with_the_plugin_installed(tmp_path):
+    (tmp_path / "test_mine.py").write_text("def test_mine():\n    assert 1 + 1 == 2\n")
+    code, output = _pytest("-q", cwd=tmp_path)
+    assert code == 0 and "1 passed" in output, output
+    help_text = _pytest("--help", cwd=tmp_path)[1]
+    assert "--impl=IMPL" in help_text and "--conformance-profile" in help_text
+
+
+def test_the_options_do_not_clash_with_pytest_profiling(tmp_path):
+    """pytest-profiling owns --profile; with it installed, both plugins load and work."""
+    pytest.importorskip("pytest_profiling")
+    (tmp_path / "test_mine.py").write_text("def test_mine():\n    pass\n")
+    code, output = _pytest("-q", "--profile", cwd=tmp_path)
+    assert code == 0 and "1 passed" in output and "Profiling" in output, output
+    code, output = _pytest("conformance", "--impl=reference", "--conformance-max-examples=2",
+                           "-q", "-k", "lesson_cubic")
+    assert code == 0 and "1 passed" in output, output
+
+
+@pytest.mark.parametrize("form", ["checkout", "pyargs"])
+def test_the_suite_without_an_implementation_is_a_usage_error(form):
+    target = ["conformance"] if form == "checkout" else [
+        "--pyargs", "gradient_conformance.conformance.checks"]
+    code, output = _pytest(*target, "-q")
+    assert code == 4 and "needs an implementation: name the implementation" in output, output
+    assert "passed" not in output and "skipped" not in output
+
+
+@pytest.mark.parametrize(("option", "said"), [
+    ("--max-examples=0", "would check nothing"), ("--max-examples=-5", "would check nothing"),
+    ("--max-examples=many", "not a whole number"), ("--case-timeout=0", "more than 0"),
+    ("--profile=fast", "invalid choice"),
+])
+def test_bad_option_values_are_usage_errors(option, said):
+    code, output, _ = suite("reference", option, "-q", "-k", "lesson_cubic")
+    assert code == 4 and said in output and "INTERNALERROR" not in output, output
+
+
+def test_several_implementations_are_a_usage_error():
+    code, output = _pytest("conformance", "--impl=reference", f"--impl={FAST}", "-q")
+    assert code == 4 and "one implementation per run" in output, output
+
+
+def test_ids_name_the_check_not_the_implementation():
+    code, output, _ = suite(str(ROOT / "tests" / "hostile" / "missing_slot.py"),
+                            "--collect-only", "-q")
+    assert code == 0, output
+    ids = [line for line in output.splitlines() if "::" in line]
+    assert ids and not any("missing_slot" in line or "hostile" in line for line in ids)
+    assert any(line.endswith("test_exact_programs_bit_for_bit") for line in ids)
+    assert any(line.endswith("test_case_file[gradient/op_form_recip.ir]") for line in ids)
+    code, output, _ = suite(RECIP, "--collect-only", "-q", "-k", "recip")
+    selected = [line for line in output.splitlines() if "::" in line]
+    assert selected and all("recip" in line for line in selected), selected
+
+
+def test_skips_and_xfails_match_part_of_a_stable_id(tmp_path):
+    skips = tmp_path / "skips.txt"
+    skips.write_text("test_exact_programs_bit_for_bit\nno_such_check  # a stale entry\n")
+    xfails = tmp_path / "xfails.txt"
+    xfails.write_text("gradient/op_form_recip.ir\n")
+    code, output, _ = suite(RECIP, "--max-examples=5", f"--skips-file={skips}",
+                            f"--xfails-file={xfails}", "-q", "-rsx", "-k",
+                            "exact_programs or op_form")
+    assert code == 0, output[-3000:]
+    assert "listed in the skips file: test_exact_programs_bit_for_bit" in output
+    assert "listed in the xfails file: gradient/op_form_recip.ir" in output
+    assert "'no_such_check'" in output and "stale" in output
+
+
+def test_unsupported_features_are_never_generated_and_are_skipped_with_the_reason(tmp_path):
+    module = tmp_path / "partial.py"
+    module.write_text(textwrap.dedent(f"""
+        from {FAST.rsplit('.', 1)[0]} import fast
+
+        NAME = "partial"
+        CAPABILITIES = {{"unsupported": ["range", "call", "bitcast", "higher_order"],
+                        "ulp": fast.CAPABILITIES["ulp"], "bit_exact_gradients": True}}
+
+        def build(source):
+            code = " ".join(line.split("#")[0] for line in source.splitlines())
+            for word in ("range", "call", "bitcast"):  # it truly cannot do these
+                if f" {{word}} " in f" {{code}} ":
+                    raise NotImplementedError(word)
+            return fast.build(source)
+    """))
+    code, output, _ = suite(str(module), "--max-examples=30", "-rs")
+    assert code == 0, output[-3000:]
+    assert "unsupported" in output and "skipped" in output.splitlines()[-1]
+    assert "implementation: partial" in output  # the name stands in the header
+
+
+def test_a_module_in_the_current_directory_is_found(tmp_path):
+    (tmp_path / "myimpl.py").write_text(f"from {FAST} import build  # noqa: F401\n")
+    code, output, _ = suite("myimpl", "-q", "-k", "lesson_cubic", cwd=tmp_path)
+    assert code == 0 and "1 passed" in output, output
+    code, output, _ = suite("nosuchimpl", "-q", cwd=tmp_path)
+    assert code == 4 and "no module named 'nosuchimpl'" in output, output
+
+
+def test_a_failure_in_the_terminal_says_how_to_replay_it(tmp_path):
+    code, output, _ = suite(RECIP, "-q", "-k", "op_form_recip", cwd=tmp_path)
+    assert code == 1, output
+    assert "--- the program" in output and "%y = recip %x" in output
+    assert "0.375 (0x3ec00000)" in output  # an input in decimal and hex
+    assert "expected -7.1111116 (0xc0e38e3a), got -7.111111 (0xc0e38e39)" in output
+    case = re.search(r"^case file: (\S+)$", output, re.M).group(1)
+    assert case.startswith(".gradient-conformance/divergences/")
+    assert (tmp_path / ".gradient-conformance" / ".gitignore").read_text() == "*\n"
+    command = re.search(r"^replay:\s+(.+)$", output, re.M).group(1)
+    assert f" -m gradient_conformance replay {case} --impl={RECIP}" in command
+    again = subprocess.run(command, shell=True, cwd=tmp_path, capture_output=True, text=True)
+    assert again.returncode == 1 and "DIVERGES" in again.stdout, again.stdout + again.stderr
+
+
+def test_a_passing_run_s_figures_say_what_was_measured_against_what():
+    code, output, _ = suite(FAST, "-q", "--max-examples=20", "-k", "near_the_true")
+    assert code == 0, output
+    line = next(x for x in output.splitlines() if x.startswith("gradients against the true"))
+    assert "the bound is K = 4 times the reference's own f32 error" in line
+    assert "every one of" in line and "outputs within it" in line
+
+
+@pytest.mark.parametrize("jobs", ["0", "2"])
+def test_xdist_reports_every_worker_s_divergences(tmp_path, jobs, figures):
+    pytest.importorskip("xdist")
+    report = tmp_path / "r.json"
+    code, output, seconds = suite(RECIP, "-n", jobs, "-q", f"--report-json={report}",
+                                  "--max-examples=50", "-k", "recip or gradients_bit")
+    assert code == 1, output[-3000:]
+    data = json.loads(report.read_text())
+    assert {d["check"] for d in data["divergences"]} == {"test_case_file",
+                                                        "test_gradients_bit_for_bit"}
+    assert data["checks"]["test_case_file"]["failed"] == 1
+    assert data["ops"]["recip"]["test_gradients_bit_for_bit"][0] > 0
+    assert "gradients against the true derivative" not in output or "outputs" in output
+    figures(f"xdist: -n {jobs} reports {len(data['divergences'])} divergences in "
+            f"{seconds:.1f} s")
+
+
+def test_the_matrix_runs_from_where_the_user_is(tmp_path):
+    """Module names and paths mean what they mean in the user's directory, the tables land
+    there, and a system that could not run makes the exit status 1."""
+    (tmp_path / "mine.py").write_text(f"from {FAST} import build  # noqa: F401\n")
+    run = subprocess.run([sys.executable, "-m", "gradient_conformance", "matrix", "--impl",
+                          "mine", "--impl", "nosuchmodule", "--report", "out/m.html",
+                          "--max-examples", "2"], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=900)
+    assert run.returncode == 1, run.stderr[-3000:]
+    table = (tmp_path / "out" / "m.md").read_text()
+    assert "| mine " in table and "did not run" not in table.split("nosuchmodule")[0]
+    assert (tmp_path / "out" / "m.runs" / "mine.json").exists()
+    assert "nosuchmodule" in run.stdout and "did not run" in run.stdout
