@@ -65,10 +65,14 @@ def counts(total: int) -> dict[str, int]:
     return got
 
 
-def draw_cases(strategy, count: int, *, seed: int | None) -> list[Case]:
-    """`count` distinct cases from `strategy`, drawn by Hypothesis outside any test: the same
-    ones for the same seed, fresh ones for None."""
-    found: dict[tuple, Case] = {}
+def case_key(case: Case) -> tuple:
+    return (case.source, tuple(sorted((k, v.tobytes()) for k, v in case.buffers.items())))
+
+
+def draw_cases(strategy, count: int, *, seed: int | None, key=case_key) -> list:
+    """`count` distinct cases from `strategy` (distinct by `key`), drawn by Hypothesis outside
+    any test: the same ones for the same seed, fresh ones for None."""
+    found: dict = {}
     for attempt in range(10):
         if len(found) >= count:
             break
@@ -79,9 +83,8 @@ def draw_cases(strategy, count: int, *, seed: int | None) -> list[Case]:
         @given(st.data())
         def collect(data):
             case = data.draw(strategy)
-            key = (case.source, tuple(sorted((k, v.tobytes()) for k, v in case.buffers.items())))
             if len(found) < count:
-                found.setdefault(key, case)
+                found.setdefault(key(case), case)
 
         (collect if seed is None else hypothesis.seed(seed * 1000 + attempt)(collect))()
     return list(found.values())
