@@ -11,7 +11,8 @@ import numpy as np
 
 from .build import Program, build_program
 from .errors import BuildError, GradientError, IRError, ParseError, RunError
-from .interp import EXACT, NUMPY_DTYPES, Interpreter, from_numpy, to_numpy
+from .interp import NUMPY_DTYPES, Interpreter, from_numpy, to_numpy
+from .semantics import SPEC, Semantics
 from .syntax import parse
 from .tape import TapeError, backprop
 
@@ -19,13 +20,14 @@ NAME = "reference"
 VERSION = "0.1.0"
 CAPABILITIES = {"unsupported": [], "ulp": {}, "bit_exact_gradients": True}
 
-__all__ = ["BuildError", "GradientError", "IRError", "ParseError", "Program", "RunError",
-           "TapeError", "backprop", "build", "compile_program"]
+__all__ = ["SPEC", "BuildError", "GradientError", "IRError", "ParseError", "Program",
+           "RunError", "Semantics", "TapeError", "backprop", "build", "compile_program"]
 
 
-def compile_program(source: str) -> Program:
-    """Parse and build `source`: the checked program with every gradient expanded."""
-    return build_program(parse(source))
+def compile_program(source: str, semantics: Semantics = SPEC) -> Program:
+    """Parse and build `source`: the checked program with every gradient expanded (by the
+    spec, or by `semantics`)."""
+    return build_program(parse(source), semantics)
 
 
 class Runner:
@@ -33,7 +35,7 @@ class Runner:
 
     def __init__(self, program: Program):
         self.program = program
-        self.interpreter = Interpreter(program, EXACT)
+        self.interpreter = Interpreter(program, program.semantics.domain)
 
     def __call__(self, buffers: dict[int, np.ndarray]) -> dict[int, np.ndarray]:
         memory = {}
@@ -46,18 +48,18 @@ class Runner:
                 raise RunError(node.line, str(slot), f"slot {slot} is {node.dtype}"
                                f"{list(node.shape)}, and was given {given.dtype}"
                                f"{list(given.shape)}")
-            memory[slot] = from_numpy(given, node.dtype)
+            memory[slot] = from_numpy(given, node.dtype, self.interpreter.domain)
         extra = set(buffers) - set(self.program.buffers)
         if extra:
             raise RunError(0, str(min(extra)), f"slot {min(extra)} is not declared by the "
                            "program")
         final = self.interpreter.run(memory)
-        return {slot: to_numpy(final[slot], node.dtype)
+        return {slot: to_numpy(final[slot], node.dtype, self.interpreter.domain)
                 for slot, node in self.program.buffers.items()}
 
 
 
 
-def build(source: str) -> Runner:
+def build(source: str, semantics: Semantics = SPEC) -> Runner:
     """Parse, check and expand `source`; raise IRError if it is invalid."""
-    return Runner(compile_program(source))
+    return Runner(compile_program(source, semantics))

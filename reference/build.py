@@ -81,14 +81,19 @@ class Program:
     definitions: list[Statement]  # the def ... end statements as parsed, for printing
     calls: dict[Node, Instance]  # call node -> the instance it runs
     names: dict[Node, str]  # the first name given to each named node
+    semantics: object = None  # what it was built by (reference/semantics.py), and runs by
 
 
 # --- the builder ----------------------------------------------------------------------------
 
 
-def build_program(statements: list[Statement]) -> Program:
-    """Build and check a parsed program. Raises BuildError or GradientError."""
-    return _Builder().run(statements)
+def build_program(statements: list[Statement], semantics=None) -> Program:
+    """Build and check a parsed program, by the spec or by `semantics`. Raises BuildError or
+    GradientError."""
+    if semantics is None:
+        from .semantics import SPEC  # semantics.py builds on this module's neighbours
+        semantics = SPEC
+    return _Builder(semantics).run(statements)
 
 
 @dataclass(eq=False)
@@ -99,8 +104,9 @@ class _Frame:
 
 
 class _Builder:
-    def __init__(self):
-        self.graph = Graph()
+    def __init__(self, semantics):
+        self.semantics = semantics
+        self.graph = Graph(semantics.key)
         self.top: list = []
         self.frames = [_Frame(self.top, None)]
         self.visible: dict[str, Node] = {}
@@ -153,7 +159,7 @@ class _Builder:
             raise BuildError(0, loop.name, f"the range {loop.name} opened on line {loop.line} "
                              f"is never closed (expected 'end {loop.name}')")
         return Program(self.graph, self.top, dict(sorted(self.buffers.items())), self.functions,
-                       self.definitions, self.calls, self.names)
+                       self.definitions, self.calls, self.names, self.semantics)
 
     # --- statements -------------------------------------------------------------------------
 
@@ -299,7 +305,7 @@ class _Builder:
             self.graph, y, x, scope=self.scope, line=s.line, token=s.operands[1].text,
             on_open_range=lambda n: bool(self._ranges_of(n) & open_ranges),
             stored_values=lambda load: [store.value for store in reaching.get(load, ())],
-            describe=self._describe)
+            describe=self._describe, semantics=self.semantics)
         self._bind(s, expansion.result, first).expansion = expansion
 
     # --- values (shared with function bodies) ----------------------------------------------
@@ -310,7 +316,7 @@ class _Builder:
             if node is None:
                 raise BuildError(s.line, o.text, self._undefined(o.text))
             return node
-        return _literal_or_func(s, o, self.graph, self.scope)
+        return self._literal_or_func(s, o, self.graph, self.scope)
 
     def _undefined(self, name: str) -> str:
         if name in self.defined_at:
@@ -380,7 +386,7 @@ class _Builder:
         depth = 1
         for k, s in enumerate(body):
             last = k == len(body) - 1
-            if s.op == "gradient":
+            if s.op == "gradient" and errors.IN_FUNCTION in self.semantics.rejections:
                 raise GradientError(s.line, "gradient", errors.IN_FUNCTION,
                                     f"a gradient cannot stand in a function body ({name})")
             if s.op in ("buffer", "load", "store", "range", "end", "def"):
@@ -412,7 +418,7 @@ class _Builder:
         signature = tuple((a.dtype, a.shape) for a in args)
         if signature in function.instances:
             return function.instances[signature]
-        graph = Graph()
+        graph = Graph(self.semantics.key)
         params = [graph.node("param", (), (("index", k),), dtype=d, shape=sh, line=function.line)
                   for k, (d, sh) in enumerate(signature)]
         env = dict(zip(function.params, params, strict=True))
@@ -424,7 +430,7 @@ class _Builder:
                     raise BuildError(s.line, o.text, f"{o.text} is not defined in {function.name}"
                                      "; a body sees its parameters and its own names only")
                 return env[o.text]
-            return _literal_or_func(s, o, graph, 0)
+            return self._literal_or_func(s, o, graph, 0)
 
         statements = []
         try:
@@ -436,9 +442,19 @@ class _Builder:
                     raise BuildError(s.line, s.target, f"{s.target} is already defined on line "
                                      f"{defined[s.target]}")
                 first = len(graph.nodes)
-                node = self._value_node(s, operand, graph, 0)
+                expansion = None
+                if s.op == "gradient":  # only where the semantics lets one stand here
+                    y, x = (operand(s, o) for o in s.operands)
+                    expansion = gradient.expand(
+                        graph, y, x, scope=0, line=s.line, token=s.operands[1].text,
+                        on_open_range=lambda n: False, stored_values=lambda load: (),
+                        describe=self._describe, semantics=self.semantics)
+                    node = expansion.result
+                else:
+                    node = self._value_node(s, operand, graph, 0)
                 env[s.target], defined[s.target] = node, s.line
-                statements.append(Define(s.line, s.target, node, graph.nodes[first:]))
+                statements.append(Define(s.line, s.target, node, graph.nodes[first:],
+                                         expansion))
         except BuildError as problem:
             types = ", ".join(f"{d}{list(sh)}" for d, sh in signature) or "no arguments"
             raise BuildError(problem.line, problem.token, f"{problem.message} (in "
@@ -446,6 +462,12 @@ class _Builder:
         instance = Instance(graph, params, result, statements)
         function.instances[signature] = instance
         return instance
+
+    def _literal_or_func(self, s: Statement, o: Operand, graph: Graph, scope: int) -> Node:
+        if o.kind == "func":
+            raise BuildError(s.line, o.text, f"{o.text} is a function: only call takes one")
+        value = self.semantics.literal(o.text) if o.kind == "f32" else o.value
+        return graph.const(o.kind, value, scope=scope, line=s.line)
 
     # --- what gradient asks -------------------------------------------------------------------
 
@@ -501,12 +523,6 @@ def reaching_stores(statements: list) -> dict[Node, set[Store]]:
 
 
 # --- small helpers ----------------------------------------------------------------------------
-
-
-def _literal_or_func(s: Statement, o: Operand, graph: Graph, scope: int) -> Node:
-    if o.kind == "func":
-        raise BuildError(s.line, o.text, f"{o.text} is a function: only call takes one")
-    return graph.const(o.kind, o.value, scope=scope, line=s.line)
 
 
 def _func_operand(s: Statement):

@@ -1,6 +1,9 @@
 """`gradient y x`: the checks, the walk, and its trace. SPEC.md, "gradient".
 
-The walk is iterative: a chain of 10^5 nodes neither recurses nor hits a limit.
+The walk is iterative: a chain of 10^5 nodes neither recurses nor hits a limit. What the
+spec could have chosen otherwise (the rules, the order, the fold, which edges a gradient
+flows along, the rejections) comes from a `Semantics` (reference/semantics.py); the
+functions here named in it are the spec's own choices.
 """
 
 from __future__ import annotations
@@ -11,31 +14,35 @@ from dataclasses import dataclass, field
 from . import errors, exact
 from .errors import GradientError
 from .graph import Graph, Node
-from .rules import rule_for, rule_key
+from .rules import rule_key
 
 
 class Emitter:
-    """Builds the nodes of an expansion in the gradient statement's scope and line."""
+    """Builds the nodes of an expansion in the gradient statement's scope and line (its
+    origin, for a variant that keeps an expansion's nodes apart from the program's)."""
 
     def __init__(self, graph: Graph, scope: int, line: int):
         self.graph, self.scope, self.line = graph, scope, line
 
     def __call__(self, op: str, /, *operands: Node, **attrs) -> Node:
         items = [(k, v) for k, v in attrs.items() if v is not None]
-        return self.graph.node(op, operands, items, scope=self.scope, line=self.line)
+        return self.graph.node(op, operands, items, scope=self.scope, line=self.line,
+                               origin=self.line)
 
     def f32(self, text: str) -> Node:
         return self.graph.const("f32", exact.f32_from_text(text), scope=self.scope,
-                                line=self.line)
+                                line=self.line, origin=self.line)
 
 
 @dataclass
 class Visit:
-    """One node the walk visited: the shares it received in arrival order, their left fold,
-    and what it passed to which operand (by operand index)."""
+    """One node the walk visited: the shares it received in arrival order (and the node
+    that sent each, None for y's 1.0), their fold, and what it passed to which operand (by
+    operand index)."""
 
     node: Node
     shares: list[Node]
+    senders: list[Node | None] = field(default_factory=list)
     gradient: Node | None = None
     passed: list[tuple[int, Node]] = field(default_factory=list)
 
@@ -51,30 +58,35 @@ class Expansion:
 def expand(graph: Graph, y: Node, x: Node, *, scope: int, line: int, token: str,
            on_open_range: Callable[[Node], bool],
            stored_values: Callable[[Node], Iterable[Node]],
-           describe: Callable[[Node], str]) -> Expansion:
+           describe: Callable[[Node], str], semantics) -> Expansion:
     """Expand `gradient y x` into nodes of `graph`, or raise GradientError.
 
     `on_open_range(n)`: n depends on a range whose body holds this gradient.
     `stored_values(load)`: the values of the stores that `load` may read.
     `describe(n)`: how the error messages name a node.
+    `semantics`: the rules, order, fold, flow and rejections to use (the spec's: SPEC).
     """
-    _check(y, x, line, token, on_open_range, describe)
+    _check(y, x, line, token, on_open_range, describe, semantics.rejections)
+    for rejects in semantics.more_rejections:
+        problem = rejects(y, x, stored_values)
+        if problem:
+            raise errors.BuildError(line, token, f"gradient rejected: {problem}")
     e = Emitter(graph, scope, line)
-    carries = _depends_on_x(y, x, stored_values)
-    received: dict[Node, Visit] = {y: Visit(y, [e.f32("1.0")])}
+    carries = _depends_on_x(y, x, stored_values, semantics.flows)
+    received: dict[Node, Visit] = {y: Visit(y, [e.f32("1.0")], [None])}
     visits, result = [], None
-    for node in reversed(post_order(y)):
+    for node in reversed(semantics.post_order(y)):
         visit = received.get(node)
         if visit is None:
             continue
         visits.append(visit)
-        visit.gradient = left_fold(e, visit.shares)
+        visit.gradient = semantics.fold(e, visit.shares, visit.senders)
         if node is x:
             result = visit.gradient  # x passes nothing on; the walk goes on to the end
             continue
-        rule = rule_for(node)
+        rule = semantics.rules.get(rule_key(node))
         if rule is None:
-            if node not in carries:
+            if node not in carries or errors.NO_RULE not in semantics.rejections:
                 continue  # it would pass nothing: a loss that does not depend on x
             raise GradientError(
                 line, token, errors.NO_RULE,
@@ -85,28 +97,32 @@ def expand(graph: Graph, y: Node, x: Node, *, scope: int, line: int, token: str,
             if operand in carries:
                 share = rule(e, node, visit.gradient, k)
                 if share is not None:
-                    received.setdefault(operand, Visit(operand, [])).shares.append(share)
+                    receiver = received.setdefault(operand, Visit(operand, []))
+                    receiver.shares.append(share)
+                    receiver.senders.append(node)
                     visit.passed.append((k, share))
     return Expansion(y, x, result if result is not None else _zeros(e, x), visits)
 
 
-def _check(y, x, line, token, on_open_range, describe) -> None:
-    """The rejection rules that do not need the walk, in the order SPEC.md gives them."""
-    if y.op == "buffer" or y.dtype != "f32" or y.shape != ():
+def _check(y, x, line, token, on_open_range, describe, rules) -> None:
+    """The rejection rules that do not need the walk, in the order SPEC.md gives them, of
+    those in force (`rules`: the spec has them all)."""
+    if errors.LOSS_NOT_F32_SCALAR in rules and (y.op == "buffer" or y.dtype != "f32"
+                                                or y.shape != ()):
         kind = "a buffer" if y.op == "buffer" else f"{y.dtype}{list(y.shape)}"
         raise GradientError(line, token, errors.LOSS_NOT_F32_SCALAR,
                             f"the loss {describe(y)} is {kind}; it must be an f32 scalar "
                             "(shape []): reduce it first")
-    if x.op == "buffer" or x.dtype != "f32":
+    if errors.X_NOT_F32 in rules and (x.op == "buffer" or x.dtype != "f32"):
         kind = "a buffer" if x.op == "buffer" else f"an {x.dtype} value"
         raise GradientError(line, token, errors.X_NOT_F32,
                             f"{describe(x)} is {kind}; gradient is taken against an f32 value")
-    if x.is_literal:
+    if errors.X_LITERAL in rules and x.is_literal:
         raise GradientError(line, token, errors.X_LITERAL,
                             f"x is the literal {describe(x)}, which stands for every equal "
                             "literal of the program; name a value instead")
     for role, node in (("the loss", y), ("x", x)):
-        if on_open_range(node):
+        if errors.OPEN_RANGE in rules and on_open_range(node):
             raise GradientError(line, token, errors.OPEN_RANGE,
                                 f"{role} {describe(node)} depends on the range this gradient "
                                 "is in (its counter, or a load inside its body)")
@@ -129,11 +145,20 @@ def post_order(root: Node) -> list[Node]:
     return order
 
 
-def left_fold(e: Emitter, shares: list[Node]) -> Node:
+def left_fold(e: Emitter, shares: list[Node], senders=()) -> Node:
+    """The spec's sum of shares: `s1`, then `add s1 s2`, then `add (add s1 s2) s3`, in
+    arrival order (who sent them does not matter)."""
     total = shares[0]
     for share in shares[1:]:
         total = e("add", total, share)
     return total
+
+
+def flows(node: Node, operand: Node) -> bool:
+    """Whether a gradient may flow from `node` to its `operand` (SPEC.md, "Depends on x"):
+    both f32, `node` no detach, `operand` no buffer."""
+    return node.dtype == "f32" and node.op != "detach" and operand.dtype == "f32" and \
+        operand.op != "buffer"
 
 
 def _zeros(e: Emitter, x: Node) -> Node:
@@ -141,17 +166,18 @@ def _zeros(e: Emitter, x: Node) -> Node:
     return e("expand", zero, shape=x.shape) if x.shape else zero
 
 
-def _depends_on_x(y: Node, x: Node, stored_values) -> set[Node]:
-    """The nodes of y's graph that depend on x: x, and every f32 node that is not a detach
-    and has an f32 operand (or, for a load, a stored value it may read) that depends on x.
-    Memory can make cycles (a loop that loads what it stores), so this is a reachability
-    search backwards from x, not a recursion."""
+def _depends_on_x(y: Node, x: Node, stored_values, flows) -> set[Node]:
+    """The nodes of y's graph that depend on x: x, and every node with an operand that
+    depends on x and that a gradient `flows` to (the spec's: f32 nodes but detach, and their
+    f32 operands), or, for a load, a stored value it may read. Memory can make cycles (a loop
+    that loads what it stores), so this is a reachability search backwards from x, not a
+    recursion."""
     def inputs(node: Node) -> list[Node]:
-        if node is x or node.dtype != "f32" or node.op in ("detach", "buffer"):
+        if node is x or node.op == "buffer":
             return []
-        found = [o for o in node.operands if o.dtype == "f32" and o.op != "buffer"]
+        found = [o for o in node.operands if flows(node, o)]
         if node.op == "load":
-            found += [v for v in stored_values(node) if v.dtype == "f32"]
+            found += [v for v in stored_values(node) if flows(node, v)]
         return found
 
     users: dict[Node, list[Node]] = {}

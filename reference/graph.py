@@ -58,23 +58,34 @@ class Node:
         return f"Node({self.id}, {self.op}, {self.dtype}{list(self.shape)})"
 
 
+def scoped_key(op: str, dtype: str, shape: tuple[int, ...], operands: tuple[Node, ...],
+               attrs: tuple, scope: int, tag: int | None, origin: int) -> tuple:
+    """What makes two nodes one (SPEC.md, "Hash consing"): op, dtype, shape, operands and
+    attributes, in one scope, with one tag. `origin` (the line of the gradient that builds a
+    node, 0 for the program's own) does not count: an expansion's nodes are interned with the
+    program's."""
+    return (op, dtype, shape, tuple(o.id for o in operands), attrs, scope, tag)
+
+
 class Graph:
     """Interns nodes. One graph per program, and one per instance of a function body; nothing
-    is shared between graphs, so nothing leaks from one program to the next."""
+    is shared between graphs, so nothing leaks from one program to the next. `key` says which
+    nodes are equal: the spec's `scoped_key`, or a variant's (reference/semantics.py)."""
 
-    def __init__(self):
+    def __init__(self, key: Callable[..., object] = scoped_key):
         self.nodes: list[Node] = []
-        self._index: dict[tuple, Node] = {}
+        self._index: dict[object, Node] = {}
+        self._key = key
 
     def node(self, op: str, operands: tuple[Node, ...] = (), attrs=(), *, scope: int = 0,
              tag: int | None = None, line: int = 0, dtype: str | None = None,
-             shape: tuple[int, ...] | None = None) -> Node:
+             shape: tuple[int, ...] | None = None, origin: int = 0) -> Node:
         """The node (op operands attrs) in `scope`, made if it is new. dtype and shape come from
         the op's signature; only leaves (buffer, const, param, range) pass them in."""
         attrs = tuple(sorted(attrs, key=_attribute_rank))
         if dtype is None:
             dtype, shape = infer(op, operands, dict(attrs))
-        key = (op, dtype, shape, tuple(o.id for o in operands), attrs, scope, tag)
+        key = self._key(op, dtype, shape, tuple(operands), attrs, scope, tag, origin)
         found = self._index.get(key)
         if found is None:
             found = Node(len(self.nodes), op, dtype, shape, tuple(operands), attrs, scope, tag,
@@ -83,10 +94,11 @@ class Graph:
             self._index[key] = found
         return found
 
-    def const(self, dtype: str, value, *, scope: int = 0, line: int = 0) -> Node:
+    def const(self, dtype: str, value, *, scope: int = 0, line: int = 0,
+              origin: int = 0) -> Node:
         """A literal: f32 by its bits, i32 by its value, bool by its truth."""
         return self.node("const", (), (("value", value),), scope=scope, line=line, dtype=dtype,
-                         shape=())
+                         shape=(), origin=origin)
 
     def keys(self) -> list[tuple]:
         """Every node's key, in the order made: two graphs are the same graph when equal."""

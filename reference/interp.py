@@ -100,12 +100,25 @@ def _identity(d, op: str, dtype: str):
     return d.literal({"add": exact.POS_ZERO, "max": exact.NEG_INF, "mul": exact.ONE}[op])
 
 
+def fold_row(op: str, step: Callable, row: list):
+    """reduce's fold of one row: left, in row-major order, from the first element."""
+    total = row[0]
+    for v in row[1:]:
+        total = step(total, v)
+    return total
+
+
 class Interpreter:
-    """Runs one program in one domain. `run` may be called many times; it keeps no state."""
+    """Runs one program in one domain. `run` may be called many times; it keeps no state.
+
+    A domain may also carry `overrides`, (op, operand dtype) -> a scalar function in place of
+    the table's, and its own `fold_row`: the suite's variants of the forward semantics do
+    (conformance/variants.py); the spec's domains have neither."""
 
     def __init__(self, program: Program, domain=EXACT):
         self.program, self.domain = program, domain
-        self.elementwise = elementwise_table(domain)
+        self.elementwise = {**elementwise_table(domain), **getattr(domain, "overrides", {})}
+        self.fold_row = getattr(domain, "fold_row", fold_row)
         self.casts, self.bitcasts = _casts(domain), _bitcasts(domain)
 
     def run(self, memory: dict[int, np.ndarray]) -> dict[int, np.ndarray]:
@@ -225,13 +238,8 @@ class Interpreter:
         step = self.elementwise[(op, a_dtype := node.operands[0].dtype)]
         out = np.empty(rows.shape[0], dtype=object)
         for r, row in enumerate(rows):
-            if len(row) == 0:
-                out[r] = _identity(self.domain, op, a_dtype)
-                continue
-            total = row[0]
-            for v in row[1:]:
-                total = step(total, v)
-            out[r] = total
+            out[r] = self.fold_row(f"{op}.{a_dtype}", step, list(row)) if len(row) else \
+                _identity(self.domain, op, a_dtype)
         return out.reshape(node.shape)
 
     def _call(self, node: Node, args: list[np.ndarray]) -> np.ndarray:

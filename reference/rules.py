@@ -81,8 +81,3 @@ RULES = {
 def rule_key(node) -> str:
     """The row of `node` in RULES (reduce is one row per op= attribute)."""
     return f"reduce.{node.attr('op')}" if node.op == "reduce" else node.op
-
-
-def rule_for(node):
-    """The node's rule, or None when it has none."""
-    return RULES.get(rule_key(node))

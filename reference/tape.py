@@ -19,7 +19,7 @@ import numbers
 from . import exact
 from .errors import IRError
 from .interp import EXACT, elementwise_table
-from .rules import RULES
+from .semantics import SPEC
 
 LEAVES = ("input", "const")
 KINDS = (*LEAVES, "add", "mul")
@@ -128,30 +128,40 @@ def forward(entries: list[tuple], domain=EXACT, override=None) -> list[Scalar]:
     return values
 
 
-def walk(entries: list[tuple], values: list[Scalar]) -> tuple[list[int], list[list[int]]]:
+def walk(entries: list[tuple], values: list[Scalar], semantics=SPEC
+         ) -> tuple[list[int], list[list[int]]]:
     """(derivatives, shares): each entry's derivative in f32 bits, and the shares it received
-    in arrival order. An entry that received no share gets +0.0 and passes nothing."""
-    e = Evaluator(EXACT)
-    shares: list[list[Scalar]] = [[] for _ in entries]
-    shares[-1].append(e.f32("1.0"))
-    derivatives = [exact.POS_ZERO] * len(entries)
+    in arrival order. An entry that received no share gets +0.0 and passes nothing. `values`
+    are in `semantics.tape_domain`, as `forward` gives them."""
+    domain = semantics.tape_domain
+    e = Evaluator(domain)
+    shares: list[list] = [[] for _ in entries]
+    senders: list[list] = [[] for _ in entries]
+    shares[-1].append(e.f32("1.0").value)
+    senders[-1].append(None)
+    derivatives = [domain.literal(exact.POS_ZERO)] * len(entries)
     for k in range(len(entries) - 1, -1, -1):
         if not shares[k]:
             continue  # the last entry does not depend on entry k
-        g = Scalar(exact.f32_fold([s.value for s in shares[k]]))
-        derivatives[k] = g.value
+        g = semantics.tape_fold(domain, shares[k], senders[k])
         if entries[k][0] in LEAVES:
+            derivatives[k] = semantics.tape_leaf(domain, entries[k][0], g)
             continue
-        rule = RULES[entries[k][0]]
-        for position in (0, 1):  # operand i first, then j (i == j receives twice)
-            shares[entries[k][1 + position]].append(rule(e, values[k], g, position))
-    return derivatives, [[s.value for s in received] for received in shares]
+        derivatives[k] = g
+        rule = semantics.rules[entries[k][0]]
+        # operand i first, then j (i == j receives twice)
+        for position in semantics.tape_operands(entries[k][1], entries[k][2]):
+            operand = entries[k][1 + position]
+            shares[operand].append(rule(e, values[k], Scalar(g), position).value)
+            senders[operand].append(k)
+    return ([domain.to_bits(v) for v in derivatives],
+            [[domain.to_bits(v) for v in received] for received in shares])
 
 
-def backprop_bits(tape) -> list[int]:
-    """The derivatives of the last entry, as f32 bits."""
+def backprop_bits(tape, semantics=SPEC) -> list[int]:
+    """The derivatives of the last entry, as f32 bits (by the spec, or by `semantics`)."""
     entries = check(tape)
-    return walk(entries, forward(entries))[0]
+    return walk(entries, forward(entries, semantics.tape_domain), semantics)[0]
 
 
 def backprop(tape) -> list[float]:
