@@ -93,10 +93,17 @@ class LoadFailed(Exception):
 
 def load_module(spec: str, base: str):
     """The module `spec` names, as a user expects from a directory `base`: `reference` is the
-    project's oracle; a path ending in .py is that file (its folder importable, as for a
-    script); anything else is a module name, looked up from `base` first."""
+    project's oracle, `variant:NAME` the oracle with a variant of the catalogue; a path
+    ending in .py is that file (its folder importable, as for a script); anything else is a
+    module name, looked up from `base` first."""
     if spec == "reference":
         return importlib.import_module("gradient_conformance.reference")
+    if spec.startswith("variant:"):
+        from gradient_conformance.conformance.variants import implementation
+        try:
+            return implementation(spec.removeprefix("variant:"))
+        except KeyError as problem:
+            raise LoadFailed(str(problem.args[0])) from None
     try:
         if spec.endswith(".py"):
             path = (pathlib.Path(base) / spec).resolve()

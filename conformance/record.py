@@ -164,13 +164,17 @@ def describe(check: str, test_id: str, source: str, buffers, want: Outcome, got:
         applied = _rules_applied(program, {s.line for s in cone if s.op == "gradient"})
     if rule is None:
         subject = "+".join(sorted(({s.op for s in cone} | applied) - STRUCTURE))
+    from gradient_conformance.conformance.diagnosis import diagnose_case
+    diagnosis = diagnose_case(source, buffers, want, got) if statements else None
     return Divergence(
         check=check, test_id=test_id, summary=visible(summary), source=visible(source),
         description=visible(description), inputs=_inputs(source, buffers) if statements else [],
         expected_status=want.status, actual_status=got.status,
         expected_message=want.message, actual_message=got.message,
         elements=elements, highlight=highlight, trace=trace, expanded=expanded,
-        signature=(check, subject, kind), statements=len(statements))
+        signature=(check, subject, kind), statements=len(statements),
+        diagnosis=diagnosis.to_dict() if diagnosis else {},
+        diagnosis_line=diagnosis.line() if diagnosis else "")
 
 
 def describe_tape(check: str, test_id: str, tape, want: Outcome, got: Outcome, *,
@@ -191,13 +195,16 @@ def describe_tape(check: str, test_id: str, tape, want: Outcome, got: Outcome, *
         if isinstance(tape, list) else []
     subject = (want.message if want.status == "rejected" else
                "tape:" + "+".join(kinds))
+    from gradient_conformance.conformance.diagnosis import diagnose_tape
+    diagnosis = diagnose_tape(tape, want, got)
     return Divergence(check=check, test_id=test_id, summary=visible(summary),
                       source=visible("\n".join(lines)), description=visible(description),
                       expected_status=want.status, actual_status=got.status,
                       expected_message=want.message, actual_message=got.message,
                       elements=elements[:MAX_ELEMENTS],
                       highlight=[first + 1] if first is not None else [],
-                      signature=(check, subject, kind), statements=len(lines))
+                      signature=(check, subject, kind), statements=len(lines),
+                      diagnosis=diagnosis.to_dict(), diagnosis_line=diagnosis.line())
 
 
 SHOWN_VALUES = 16  # input values per slot in the terminal
@@ -232,6 +239,8 @@ def terminal_text(d: Divergence) -> str:
                 for e in d.elements]
     if d.actual_message and d.actual_message not in d.summary:
         out += ["--- the implementation said ---", d.actual_message]
+    if d.diagnosis_line:
+        out.append(d.diagnosis_line)
     if d.case_file:
         out.append(f"case file: {d.case_file}")
     if d.replay:

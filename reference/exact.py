@@ -189,6 +189,41 @@ def f32_sin(a: int) -> int:
     return BACKEND.sin(a)
 
 
+# Not ops of the IR: the suite's variants of the rules write some shares with them
+# (conformance/variants.py), as implementations do.
+
+
+def f32_div(a: int, b: int) -> int:
+    """a / b, correctly rounded (IEEE 754 division)."""
+    return BACKEND.div(a, b)
+
+
+def f32_cos(a: int) -> int:
+    return BACKEND.cos(a)
+
+
+def f32_from_float(value: float) -> int:
+    """A Python float (binary64) rounded once to the nearest f32, NaN to the quiet NaN: how
+    a result computed in binary64 becomes an f32."""
+    if math.isnan(value):
+        return QUIET_NAN
+    if math.isinf(value):
+        return encode(value)
+    mantissa, denominator = value.as_integer_ratio()  # denominator: a power of two
+    bits = f32_from_dyadic(mantissa, -(denominator.bit_length() - 1))
+    # -0.0 has the ratio 0/1: its sign is the one thing the ratio loses.
+    return bits | (0x80000000 if math.copysign(1.0, value) < 0 else 0)
+
+
+def is_subnormal(bits: int) -> bool:
+    return bits & 0x7F800000 == 0 and bits & 0x007FFFFF != 0
+
+
+def flush(bits: int) -> int:
+    """A subnormal as the zero of its sign (flush to zero); any other value unchanged."""
+    return bits & 0x80000000 if is_subnormal(bits) else bits
+
+
 def f32_fold(values: list[int]) -> int:
     """The left fold of f32 adds, each step rounded: ((v0 + v1) + v2) + ...: how the spec
     sums a node's shares and reduces."""
@@ -340,6 +375,12 @@ class Mpfr:
     def sin(self, a):
         return self._rounded(gmpy2.sin, a)
 
+    def div(self, a, b):
+        return self._rounded(gmpy2.div, a, b)
+
+    def cos(self, a):
+        return self._rounded(gmpy2.cos, a)
+
     def from_decimal(self, text: str) -> int:
         with gmpy2.context(self.ieee32):
             return encode(float(gmpy2.mpfr(text)))
@@ -477,6 +518,26 @@ class Rational:
         if x == 0:
             return a  # sin(+-0) = +-0
         return self._transcendental("sin", lambda c, v: c.sin(v), x)
+
+    def div(self, a, b):
+        x, y = decode(a), decode(b)
+        negative = bool((a ^ b) & 0x80000000)
+        if math.isnan(x) or math.isnan(y) or (x == 0 and y == 0) or \
+                (math.isinf(x) and math.isinf(y)):
+            return QUIET_NAN
+        if math.isinf(x) or y == 0:
+            return NEG_INF if negative else POS_INF
+        if math.isinf(y) or x == 0:
+            return NEG_ZERO if negative else POS_ZERO
+        return self.round(Fraction(x) / Fraction(y), negative_zero=negative)
+
+    def cos(self, a):
+        x = decode(a)
+        if math.isnan(x) or math.isinf(x):
+            return QUIET_NAN
+        if x == 0:
+            return ONE
+        return self._transcendental("cos", lambda c, v: c.cos(v), x)
 
     def from_decimal(self, text: str) -> int:
         # Through Decimal, which reads any number of digits (Fraction's int() does not).

@@ -72,7 +72,7 @@ def expand(graph: Graph, y: Node, x: Node, *, scope: int, line: int, token: str,
         if problem:
             raise errors.BuildError(line, token, f"gradient rejected: {problem}")
     e = Emitter(graph, scope, line)
-    carries = _depends_on_x(y, x, stored_values, semantics.flows)
+    carries = depends_on(y, x, stored_values, semantics.flows)
     received: dict[Node, Visit] = {y: Visit(y, [e.f32("1.0")], [None])}
     visits, result = [], None
     for node in reversed(semantics.post_order(y)):
@@ -166,7 +166,7 @@ def _zeros(e: Emitter, x: Node) -> Node:
     return e("expand", zero, shape=x.shape) if x.shape else zero
 
 
-def _depends_on_x(y: Node, x: Node, stored_values, flows) -> set[Node]:
+def depends_on(y: Node, x: Node, stored_values, flows) -> set[Node]:
     """The nodes of y's graph that depend on x: x, and every node with an operand that
     depends on x and that a gradient `flows` to (the spec's: f32 nodes but detach, and their
     f32 operands), or, for a load, a stored value it may read. Memory can make cycles (a loop

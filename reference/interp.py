@@ -112,12 +112,14 @@ class Interpreter:
     """Runs one program in one domain. `run` may be called many times; it keeps no state.
 
     A domain may also carry `overrides`, (op, operand dtype) -> a scalar function in place of
-    the table's, and its own `fold_row`: the suite's variants of the forward semantics do
-    (conformance/variants.py); the spec's domains have neither."""
+    the table's, `arrays`, op -> a function of a node and its operands' values, and its own
+    `fold_row`: the suite's variants of the spec do (conformance/variants.py); the spec's
+    domains have none of them."""
 
     def __init__(self, program: Program, domain=EXACT):
         self.program, self.domain = program, domain
         self.elementwise = {**elementwise_table(domain), **getattr(domain, "overrides", {})}
+        self.arrays = getattr(domain, "arrays", {})
         self.fold_row = getattr(domain, "fold_row", fold_row)
         self.casts, self.bitcasts = _casts(domain), _bitcasts(domain)
 
@@ -207,6 +209,8 @@ class Interpreter:
             return np.array(d.literal(value) if node.dtype == "f32" else value, dtype=object)
         if op == "buffer":
             return np.array(None, dtype=object)  # a handle: never read as a value
+        if op in self.arrays:
+            return self.arrays[op](node, args)
         if (op, node.operands[0].dtype if node.operands else None) in self.elementwise:
             return _map(self.elementwise[(op, node.operands[0].dtype)], node.shape, args)
         if op == "where":

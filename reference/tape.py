@@ -44,15 +44,7 @@ def value_bits(entry: int, value) -> int:
         raise TapeError(entry, "value", f"the value {value!r} is not a number")
     if isinstance(value, numbers.Integral):
         return exact.f32_from_dyadic(int(value), 0)
-    value = float(value)
-    if math.isnan(value):
-        return exact.QUIET_NAN
-    if math.isinf(value):
-        return exact.encode(value)
-    mantissa, denominator = value.as_integer_ratio()  # denominator: a power of two
-    bits = exact.f32_from_dyadic(mantissa, -(denominator.bit_length() - 1))
-    # -0.0 has the ratio 0/1: its sign is the one thing the ratio loses.
-    return bits | (0x80000000 if math.copysign(1.0, value) < 0 else 0)
+    return exact.f32_from_float(float(value))
 
 
 def check(tape) -> list[tuple]:

@@ -14,7 +14,7 @@ from html import escape
 import jinja2
 import markupsafe
 
-from gradient_conformance.reports.records import Report, visible
+from gradient_conformance.reports.records import Report, diagnoses, visible
 
 # The columns of the checks table, those a run has: a fuzz run counts cases, not tests.
 OUTCOMES = ("cases", "passed", "failed", "skipped", "xfailed")
@@ -37,6 +37,7 @@ def render(report: Report) -> str:
         links.setdefault(d.check, []).append(k)
     return environment.get_template("report.html.j2").render(
         report=report, checks=checks, outcomes=outcomes, op_checks=op_checks, links=links,
+        summary=diagnoses(report.divergences),
         ops=sorted(report.ops), chart=ulp_chart(report.ulps),
         totals={o: sum(report.checks[c].get(o, 0) for c in checks) for o in outcomes},
         lines=_numbered, short=_short, breakable=_breakable)

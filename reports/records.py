@@ -67,6 +67,10 @@ class Divergence:
     signature: tuple[str, str, str] = ("", "", "")
     statements: int = 0
     also: list[str] = field(default_factory=list)  # signatures this one stands for
+    # What the implementation did instead, in the spec's terms (conformance/diagnosis.py):
+    # variants, pairs, tried, pairs_tried, reason; and its line, as the terminal shows it.
+    diagnosis: dict = field(default_factory=dict)
+    diagnosis_line: str = ""
 
     @property
     def ops(self) -> frozenset[str]:
@@ -110,8 +114,34 @@ def divergence_from_dict(data: dict) -> Divergence:
     return Divergence(**values)
 
 
+def diagnoses(divergences: list[Divergence]) -> list[dict]:
+    """The report's summary of diagnoses: each variant named, what it does, the divergences
+    (by position, from 1) it explains alone, and on how many divergences of each of their
+    signatures it held; then the divergences no variant explains."""
+    by_name: dict[str, dict] = {}
+    per_signature: dict[tuple, list[int]] = {}
+    for k, d in enumerate(divergences, start=1):
+        per_signature.setdefault(tuple(d.signature), []).append(k)
+        for v in d.diagnosis.get("variants", []):
+            entry = by_name.setdefault(v["name"], {**v, "divergences": []})
+            entry["divergences"].append(k)
+    for entry in by_name.values():
+        signatures = {tuple(divergences[k - 1].signature) for k in entry["divergences"]}
+        total = sum(len(per_signature[s]) for s in signatures)
+        entry["held"] = f"{len(entry['divergences'])} of {total}"
+    unexplained = [k for k, d in enumerate(divergences, start=1)
+                   if d.diagnosis and not d.diagnosis.get("variants") and
+                   not d.diagnosis.get("pairs")]
+    summary = sorted(by_name.values(), key=lambda e: (-len(e["divergences"]), e["name"]))
+    return summary + ([{"name": "", "says": "no known variant reproduces these",
+                        "section": "", "divergences": unexplained, "held": ""}]
+                      if unexplained else [])
+
+
 def to_json(report: Report) -> str:
-    return json.dumps(asdict(report), indent=1, sort_keys=True)
+    data = asdict(report)
+    data["diagnoses"] = diagnoses(report.divergences)
+    return json.dumps(data, indent=1, sort_keys=True)
 
 
 def from_json(text: str) -> Report:

@@ -21,8 +21,8 @@ needs_mpfr = pytest.mark.skipif("mpfr" not in exact.BACKENDS,
                                 reason="gmpy2 is not installed: nothing to compare against")
 MPFR = exact.BACKENDS["mpfr"]() if "mpfr" in exact.BACKENDS else None
 RATIONAL = exact.Rational()
-UNARY = ("recip", "sqrt", "exp2", "log2", "sin")
-BINARY = ("add", "mul")
+UNARY = ("recip", "sqrt", "exp2", "log2", "sin", "cos")  # cos and div: for the variants
+BINARY = ("add", "mul", "div")
 BACKENDS = [b for b in (MPFR, RATIONAL) if b is not None]
 
 DEFAULT_COUNT, SLOW_COUNT = 1000, 100_000
@@ -93,6 +93,8 @@ HARD_CASES = [
     ("recip", "inf", "0.0"),
     ("sin", "-0.0", "-0.0"),
     ("sin", "inf", "nan"),
+    ("cos", "-0.0", "1.0"),
+    ("cos", "inf", "nan"),
 ]
 
 
@@ -140,6 +142,26 @@ def test_add_special_values(a, b, expected):
 def test_mul_special_values(a, b, expected):
     for backend in BACKENDS:
         _agree("mul", backend.mul(F(a), F(b)), F(expected), F(a), F(b))
+
+
+@pytest.mark.parametrize(("a", "b", "expected"), [
+    ("1.0", "3.0", "0.33333334"), ("-1.0", "0.0", "-inf"), ("0.0", "0.0", "nan"),
+    ("inf", "inf", "nan"), ("1.0", "-inf", "-0.0"), ("-0.0", "5.0", "-0.0"),
+    ("1e-45", "2.0", "0.0"),  # half the smallest subnormal: a tie, to even
+    ("3.4028235e38", "0.5", "inf"),
+])
+def test_div_special_values(a, b, expected):
+    for backend in BACKENDS:
+        _agree("div", backend.div(F(a), F(b)), F(expected), F(a), F(b))
+
+
+def test_flush_and_binary64_rounding():
+    assert exact.flush(0x00000001) == exact.POS_ZERO and exact.flush(0x80400000) == 0x80000000
+    assert exact.flush(0x00800000) == 0x00800000 and exact.flush(exact.QUIET_NAN) == \
+        exact.QUIET_NAN
+    assert exact.f32_from_float(0.1) == F("0.1") and exact.f32_from_float(-0.0) == 0x80000000
+    assert exact.f32_from_float(1e300) == exact.POS_INF
+    assert exact.f32_from_float(float("nan")) == exact.QUIET_NAN
 
 
 @pytest.mark.parametrize("backend", BACKENDS, ids=lambda b: b.name)

@@ -4,6 +4,7 @@ its worker as in the suite's process. SPEC.md, "The conformance suite", "Isolati
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -39,14 +40,47 @@ def test_the_fast_implementation_passes(figures):
             f"({output.strip().splitlines()[-1]})")
 
 
+# What each seeded fault is, as the catalogue of variants names it (conformance/variants.py).
+DIAGNOSED_AS = {
+    "reversed_fold": "reversed-arrival", "creation_order": "creation-order",
+    "detach_passes": "detach-passes", "literal_x": "without-x-literal",
+    "max_tie_first": "max-tie-first", "pairwise_reduce": "pairwise-reduce",
+    "flush_to_zero": "flush-results", "reduce_mul_on_path": "reduce-mul-as-add",
+    "nonscalar_loss": "without-loss-not-f32-scalar", "recip_form": "recip-form",
+    "merged_scopes": "scopes-merged", "tape_program_order": "tape-program-order",
+    "tape_const_zero": "tape-const-zero", "tape_same_operand_once": "tape-same-operand-once",
+}
+
+
+def assert_diagnosed_as(name: str, divergences: list[dict], output: str) -> int:
+    """Every diagnosed divergence names `name` (alone, or in a pair when nothing alone
+    does), at least one does, in the report and in the terminal: never a wrong name."""
+    named = 0
+    for d in divergences:
+        alone = [v["name"] for v in d["diagnosis"].get("variants", [])]
+        pairs = [[v["name"] for v in pair] for pair in d["diagnosis"].get("pairs", [])]
+        if alone:
+            assert name in alone, (d["summary"], d["diagnosis_line"])
+        elif pairs:
+            assert any(name in pair for pair in pairs), (d["summary"], d["diagnosis_line"])
+        named += name in alone
+    assert named, [d["diagnosis_line"] for d in divergences]
+    assert f"[{name}]" in output
+    return named
+
+
 @pytest.mark.parametrize("fault", sorted(FAULTS))
-def test_every_seeded_fault_is_killed(fault, figures):
-    code, output, _ = suite(f"{FAULTS_PACKAGE}.{fault}", "--profile=ci", "-q")
+def test_every_seeded_fault_is_killed_and_diagnosed_by_its_name(fault, tmp_path, figures):
+    report = tmp_path / "r.json"
+    code, output, _ = suite(f"{FAULTS_PACKAGE}.{fault}", "--profile=ci", "-q",
+                            f"--report-json={report}")
     assert code == 1, f"the fault {fault} ({FAULTS[fault][0]}) survived:\n{output[-3000:]}"
     failed = re.findall(r"FAILED \S*checks/(\w+)\.py::(\w+)", output)
     assert failed, output[-3000:]
-    figures(f"kill: {fault:20} caught by {', '.join(sorted({t for _, t in failed}))} "
-            f"({', '.join(sorted({m for m, _ in failed}))})")
+    divergences = json.loads(report.read_text())["divergences"]
+    named = assert_diagnosed_as(DIAGNOSED_AS[fault], divergences, output)
+    figures(f"kill: {fault:20} caught by {', '.join(sorted({t for _, t in failed}))}; "
+            f"diagnosed as {DIAGNOSED_AS[fault]} in {named} of {len(divergences)}")
 
 
 def _same(a, b) -> bool:

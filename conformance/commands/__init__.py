@@ -9,6 +9,7 @@ command line of the suite".
     gradient-conformance report FUZZ-OUT ... --out R.html
     gradient-conformance serve MODULE_OR_FILE
     gradient-conformance spec [SECTION]
+    gradient-conformance mutants [--variant NAME ...] [--jobs K] [--list]
 
 Without a command, it runs the installed suite under pytest, against --impl, from the current
 directory; what it does not know (-x, -k, -n 2, ...) goes to pytest as it is. Exit status:
@@ -23,7 +24,7 @@ import os
 import pathlib
 import sys
 
-COMMANDS = ("replay", "vectors", "fuzz", "matrix", "report", "serve", "spec")
+COMMANDS = ("replay", "vectors", "fuzz", "matrix", "report", "serve", "spec", "mutants")
 # The suite's options as this command spells them -> the plugin's (conformance/plugin.py),
 # whose names carry a prefix so that they cannot clash with another pytest plugin's.
 SUITE_OPTIONS = {
@@ -78,6 +79,8 @@ def _parser() -> argparse.ArgumentParser:
     replay.add_argument("case")
     replay.add_argument("--impl", required=True)
     replay.add_argument("--trace", action="store_true", help="print the reference's walk too")
+    replay.add_argument("--diagnose", action="store_true", help="when it diverges, name the "
+                        "variant of the spec that gives the same")
     replay.add_argument("--case-timeout", type=float, default=20.0)
     vectors = commands.add_parser("vectors", help="export generated cases with expected bits")
     vectors.add_argument("--out", required=True, help="the folder to write into")
@@ -120,6 +123,15 @@ def _parser() -> argparse.ArgumentParser:
     spec.add_argument("section", nargs="?", default=None,
                       help="a heading, or part of one; without it, the list of sections")
     spec.add_argument("--vectors", action="store_true", help="VECTORS.md instead")
+    mutants = commands.add_parser("mutants", help="run the suite against every variant of "
+                                  "the spec in the catalogue: each must be killed")
+    mutants.add_argument("--variant", dest="variants", action="append", default=None,
+                         help="only this variant (repeatable); default all")
+    mutants.add_argument("--profile", default="ci", choices=["ci", "dev", "nightly"])
+    mutants.add_argument("--max-examples", type=int, default=None)
+    mutants.add_argument("--jobs", type=int, default=1, help="runs at a time (default 1)")
+    mutants.add_argument("--list", dest="listing", action="store_true",
+                         help="list the catalogue and stop")
     return parser
 
 
@@ -128,7 +140,8 @@ def _command(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     try:
         return {"replay": _replay, "vectors": _vectors, "fuzz": _fuzz, "matrix": _matrix,
-                "report": _report, "serve": _serve, "spec": _spec}[args.command](args)
+                "report": _report, "serve": _serve, "spec": _spec,
+                "mutants": _mutants}[args.command](args)
     except (OSError, ValueError, IRError) as problem:
         print(f"gradient-conformance {args.command}: {problem}", file=sys.stderr)
         return 2
@@ -146,7 +159,7 @@ def _replay(args) -> int:
     from gradient_conformance.conformance.commands.replay import replay
     impl = _load(args.impl, args.case_timeout)
     try:
-        agrees, text = replay(impl, args.case, trace=args.trace)
+        agrees, text = replay(impl, args.case, trace=args.trace, diagnose=args.diagnose)
     finally:
         impl.close()
     print(text)
@@ -206,6 +219,13 @@ def _matrix(args) -> int:
 def _serve(args) -> int:
     from gradient_conformance.conformance.commands.serve import serve_module
     return serve_module(args.impl)
+
+
+def _mutants(args) -> int:
+    from gradient_conformance.conformance.commands.mutants import main as mutants
+    extra = (f"--max-examples={args.max_examples}",) if args.max_examples else ()
+    return mutants(args.variants, profile=args.profile, jobs=max(args.jobs, 1),
+                   listing=args.listing, extra=extra)
 
 
 def _spec(args) -> int:

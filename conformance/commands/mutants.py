@@ -1,0 +1,78 @@
+"""`gradient-conformance mutants`: the suite's measure of power. SPEC.md, "Diagnosis".
+
+Every variant of the catalogue (conformance/variants.py), applied to the reference, is a
+faulty implementation: the suite runs against each (`--impl=variant:NAME`, stopping at the
+first failure) and must kill it. It prints, per variant, the check that killed it and how
+long that took, then the count killed, the survivors, and the median and largest time to the
+first failure. A variant listed in EQUIVALENT is one no program can tell from the spec, with
+the reason; it is reported as such, not as a survivor.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from gradient_conformance.conformance.variants import CATALOGUE, EQUIVALENT
+
+
+def run_one(name: str, profile: str, extra: tuple[str, ...] = ()) -> tuple[str, str, float]:
+    """(outcome: killed, survived or error; the check that killed it, or what went wrong;
+    seconds to the end of the run, which stops at the first failure)."""
+    started = time.perf_counter()
+    run = subprocess.run([sys.executable, "-m", "gradient_conformance",
+                          f"--impl=variant:{name}", f"--profile={profile}", "-x", "-q",
+                          "-p", "no:cacheprovider", *extra], capture_output=True, text=True)
+    seconds = time.perf_counter() - started
+    output = run.stdout + run.stderr
+    if run.returncode == 1:
+        failed = re.search(r"^FAILED \S*?(\w+\.py::\w+(\[[^\]]*\])?)", output, re.M)
+        return "killed", failed.group(1) if failed else "a check", seconds
+    if run.returncode == 0:
+        return "survived", "", seconds
+    return "error", " ".join(output.strip().splitlines()[-2:])[-200:], seconds
+
+
+def mutants(names: list[str], *, profile: str = "ci", jobs: int = 1,
+            extra: tuple[str, ...] = (), out=sys.stdout) -> dict[str, tuple[str, str, float]]:
+    print(f"the {profile} profile against {len(names)} variants of the spec, each stopping at "
+          "its first failure", file=out, flush=True)
+    results: dict[str, tuple[str, str, float]] = {}
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        for name, result in zip(names, pool.map(lambda n: run_one(n, profile, extra), names),
+                                strict=True):
+            results[name] = result
+            outcome, detail, seconds = result
+            if outcome == "survived" and name in EQUIVALENT:
+                outcome, detail = "equivalent", EQUIVALENT[name]
+            print(f"{name:<32} {outcome:<10} {seconds:6.1f} s  {detail}", file=out, flush=True)
+    killed = [r[2] for r in results.values() if r[0] == "killed"]
+    survivors = [n for n, r in results.items() if r[0] == "survived" and n not in EQUIVALENT]
+    equivalent = [n for n, r in results.items() if r[0] == "survived" and n in EQUIVALENT]
+    errors = [n for n, r in results.items() if r[0] == "error"]
+    print(f"{len(killed)} of {len(names)} killed; survivors: {', '.join(survivors) or 'none'}"
+          f"; equivalent: {', '.join(equivalent) or 'none'}"
+          + (f"; errors: {', '.join(errors)}" if errors else ""), file=out)
+    if killed:
+        print(f"time to the first failure: median {statistics.median(killed):.1f} s, at most "
+              f"{max(killed):.1f} s", file=out)
+    return results
+
+
+def main(names: list[str] | None, *, profile: str, jobs: int, listing: bool,
+         extra: tuple[str, ...] = ()) -> int:
+    if listing:
+        for v in CATALOGUE.values():
+            print(f"{v.name:<32} {v.section:<26} {v.says}")
+        return 0
+    unknown = sorted(set(names or []) - set(CATALOGUE))
+    if unknown:
+        raise ValueError(f"no variant {unknown[0]!r} in the catalogue (--list lists them)")
+    results = mutants(names or list(CATALOGUE), profile=profile, jobs=jobs, extra=extra)
+    bad = [n for n, r in results.items() if r[0] == "error" or
+           (r[0] == "survived" and n not in EQUIVALENT)]
+    return 1 if bad else 0

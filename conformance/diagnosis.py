@@ -1,0 +1,171 @@
+"""Diagnosis: what an implementation did instead of the spec, when a variant of the spec
+(conformance/variants.py) did exactly the same. SPEC.md, "Diagnosis".
+
+For a divergent case, the reference is run again with each variant that could matter (the
+case uses what the variant changes). A variant is named only if it reproduces *every* output
+of the implementation bit for bit, as the checks compare (any NaN matching any NaN), or, for
+a divergence of status, the same status (a rejection, an acceptance, a run-time error blaming
+an index). Several may; all are named. When none does, pairs of the variants that each
+reproduce some of the differing elements are tried together (at most PAIR_CANDIDATES of
+them). Otherwise the answer is that no known variant reproduces the bits: never a guess,
+never the closest.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from gradient_conformance import reference
+from gradient_conformance.conformance.implementation import Outcome
+from gradient_conformance.conformance.record import f32_agree
+from gradient_conformance.conformance.variants import CATALOGUE, Variant
+from gradient_conformance.reference import exact
+from gradient_conformance.reference.errors import IndexOutOfRange, IRError
+from gradient_conformance.reference.tape import backprop_bits
+
+PAIR_CANDIDATES = 12  # variants tried in pairs, at most: 66 pairs
+
+
+@dataclass
+class Diagnosis:
+    """`variants`: each reproduces everything alone; `pairs`: each pair does together (tried
+    only when no variant alone does); `tried`, `pairs_tried`: how many were run."""
+
+    variants: list[str] = field(default_factory=list)
+    pairs: list[list[str]] = field(default_factory=list)
+    tried: int = 0
+    pairs_tried: int = 0
+    reason: str = ""  # why nothing was tried (a failure is no variant)
+
+    @property
+    def found(self) -> bool:
+        return bool(self.variants or self.pairs)
+
+    def line(self) -> str:
+        """The diagnosis in one line, as the terminal shows it."""
+        if self.reason:
+            return f"diagnosis: none ({self.reason})"
+        if self.variants:
+            named = "; or ".join(_says(CATALOGUE[n]) for n in self.variants)
+            sections = ", ".join(f'"{s}"' for s in sorted({CATALOGUE[n].section
+                                                             for n in self.variants}))
+            return (f"diagnosis: the spec, but one that {named}, gives exactly these "
+                    f"results (SPEC.md, {sections})")
+        if self.pairs:
+            named = "; or ".join(" and ".join(_says(CATALOGUE[n]) for n in pair)
+                                 for pair in self.pairs)
+            return f"diagnosis: no variant alone, but the spec that {named} gives exactly these"
+        return (f"diagnosis: no known variant reproduces these results ({self.tried} tried"
+                f"{f', and {self.pairs_tried} pairs' if self.pairs_tried else ''})")
+
+    def to_dict(self) -> dict:
+        """As a divergence record keeps it: each variant with what it does and where the
+        spec says otherwise, so that a report needs no catalogue to show it."""
+        def named(name: str) -> dict:
+            v = CATALOGUE[name]
+            return {"name": v.name, "says": v.says, "section": v.section}
+        return {**asdict(self), "variants": [named(n) for n in self.variants],
+                "pairs": [[named(n) for n in pair] for pair in self.pairs]}
+
+
+def _says(variant: Variant) -> str:
+    return f"{variant.says} [{variant.name}]"
+
+
+def features(source: str) -> frozenset[str]:
+    from gradient_conformance.generators.writer import features_of
+    try:
+        return features_of(source)
+    except IRError:
+        return frozenset()
+
+
+def run_variant(semantics, source: str, buffers) -> Outcome | None:
+    """The reference's outcome under `semantics`, or None if the variant cannot express the
+    case at all (its change met something it was not written for)."""
+    try:
+        run = reference.build(source, semantics)
+    except IRError as problem:
+        return Outcome("rejected", message=str(problem))
+    except Exception:  # noqa: BLE001 - a variant that does not apply here: no diagnosis
+        return None
+    try:
+        return Outcome("ok", buffers=run({k: np.array(v) for k, v in buffers.items()}))
+    except IndexOutOfRange as problem:
+        return Outcome("run-error", message=str(problem), index=True)
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _element_agrees(mine: np.ndarray, theirs: np.ndarray) -> np.ndarray:
+    if mine.dtype == np.float32:
+        pairs = zip(mine.view(np.uint32).ravel().tolist(), theirs.view(np.uint32).ravel()
+                    .tolist(), strict=True)
+        return np.array([f32_agree(a, b) for a, b in pairs], dtype=bool)
+    return (mine.ravel() == theirs.ravel())
+
+
+def reproduces(variant: Outcome | None, got: Outcome) -> bool:
+    """Whether the variant's outcome is the implementation's, as the checks compare."""
+    if variant is None or variant.status != got.status:
+        return False
+    if got.status == "run-error":
+        return variant.index == got.index
+    if got.status != "ok":
+        return True
+    return set(variant.buffers) == set(got.buffers) and all(
+        variant.buffers[s].shape == got.buffers[s].shape and
+        bool(_element_agrees(variant.buffers[s], got.buffers[s]).all()) for s in got.buffers)
+
+
+def _explained(variant: Outcome | None, got: Outcome, wrong: dict) -> int:
+    """How many of the differing elements (`wrong`: slot -> mask) the variant gets right."""
+    if variant is None or variant.status != "ok" or set(variant.buffers) != set(got.buffers):
+        return 0
+    return sum(int((_element_agrees(variant.buffers[s], got.buffers[s]) & mask).sum())
+               for s, mask in wrong.items())
+
+
+def diagnose_case(source: str, buffers, want: Outcome, got: Outcome) -> Diagnosis:
+    """Which variants give `got` on this case, where the spec gives `want`."""
+    if got.status == "failure":
+        return Diagnosis(reason="the implementation misbehaved: no variant of the spec does")
+    uses = features(source)
+    candidates = [v for v in CATALOGUE.values() if not v.tape and v.uses <= uses]
+    outcomes = {v.name: run_variant(v.semantics(), source, buffers) for v in candidates}
+    found = [name for name, outcome in outcomes.items() if reproduces(outcome, got)]
+    diagnosis = Diagnosis(variants=found, tried=len(candidates))
+    if found or got.status != "ok" or want.status != "ok":
+        return diagnosis
+    wrong = {s: ~_element_agrees(want.buffers[s], got.buffers[s]) for s in got.buffers}
+    helpful = sorted((n for n in outcomes if _explained(outcomes[n], got, wrong)),
+                     key=lambda n: -_explained(outcomes[n], got, wrong))[:PAIR_CANDIDATES]
+    for a, b in itertools.combinations(helpful, 2):
+        diagnosis.pairs_tried += 1
+        both = CATALOGUE[b].change(CATALOGUE[a].semantics())
+        if reproduces(run_variant(both, source, buffers), got):
+            diagnosis.pairs.append([a, b])
+    return diagnosis
+
+
+def diagnose_tape(tape, want: Outcome, got: Outcome) -> Diagnosis:
+    """Which tape variants give `got`'s derivatives, where the spec gives `want`'s."""
+    if got.status == "failure":
+        return Diagnosis(reason="the implementation misbehaved: no variant of the spec does")
+    if got.status != "ok" or want.status != "ok":
+        return Diagnosis(reason="a tape rejected or accepted otherwise: the catalogue has no "
+                         "variant of the tape's rejections")
+    candidates = [v for v in CATALOGUE.values() if v.tape]
+    found = []
+    for variant in candidates:
+        try:
+            bits = backprop_bits(tape, variant.semantics())
+        except Exception:  # noqa: BLE001 - the variant does not apply to this tape
+            continue
+        if len(bits) == len(got.derivatives) and all(
+                exact.same_f32(a, b) for a, b in zip(bits, got.derivatives, strict=True)):
+            found.append(variant.name)
+    return Diagnosis(variants=found, tried=len(candidates))

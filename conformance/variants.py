@@ -1,0 +1,607 @@
+"""The catalogue of variants: the spec with one choice made otherwise, as implementations
+make it. SPEC.md, "Diagnosis".
+
+Each `Variant` has a short name, one line in the spec's words of what it does instead, the
+SPEC.md section it departs from, and a `change`: a function from a Semantics
+(reference/semantics.py) to the same Semantics with the variant's choice made. Changes
+compose: each touches its own part (a row of the rules, the fold, the domain's form of some
+ops), so two variants applied one after the other are both at once.
+
+The catalogue serves twice. Diagnosis (conformance/diagnosis.py) reruns the reference with a
+variant on a divergent case and names the variants that give exactly what the implementation
+gave. And each variant is a faulty implementation that the suite must kill
+(`gradient-conformance mutants`; `--impl=variant:NAME` runs the suite against one).
+
+`uses`: what a program must use (features_of's names, all of them) for the variant to change
+anything, so that diagnosis need not try it on a case without them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from gradient_conformance.reference import errors, exact, gradient, rules
+from gradient_conformance.reference.graph import scoped_key
+from gradient_conformance.reference.semantics import SPEC, Semantics
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    says: str  # what it does instead, in the spec's words
+    section: str  # the SPEC.md section it departs from
+    change: Callable[[Semantics], Semantics]
+    uses: frozenset[str] = frozenset()
+    tape: bool = False  # a variant of the tape exercise, not of programs
+
+    def semantics(self, base: Semantics = SPEC) -> Semantics:
+        return self.change(base)
+
+
+def _set(**fields) -> Callable[[Semantics], Semantics]:
+    return lambda s: dataclasses.replace(s, **fields)
+
+
+def _row(key: str, row: Callable) -> Callable[[Semantics], Semantics]:
+    """Write one row of the rules table otherwise."""
+    return lambda s: dataclasses.replace(s, rules={**s.rules, key: row})
+
+
+def _ops(name: str, **methods) -> Callable[[Semantics], Semantics]:
+    """Compute some ops otherwise: a subclass of the semantics' domain with these methods
+    (staticmethods of bit patterns, as ExactF32's), and these `overrides` (op, dtype) ->
+    function and `arrays` (op -> function of the node and its operands' arrays) added to
+    any it has."""
+    overrides, arrays = methods.pop("overrides", {}), methods.pop("arrays", {})
+
+    def change(s: Semantics) -> Semantics:
+        base = s.domain
+        body = {k: staticmethod(f) for k, f in methods.items()}
+        body["overrides"] = {**getattr(base, "overrides", {}), **overrides}
+        body["arrays"] = {**getattr(base, "arrays", {}), **arrays}
+        if "fold_row" in methods:
+            body["fold_row"] = staticmethod(methods["fold_row"])
+        domain = type(f"{type(base).__name__}_{name}", (type(base),), body)()
+        return dataclasses.replace(s, domain=domain)
+    return change
+
+
+def _then(*changes) -> Callable[[Semantics], Semantics]:
+    def change(s: Semantics) -> Semantics:
+        for c in changes:
+            s = c(s)
+        return s
+    return change
+
+
+# --- the walk and the fold (SPEC.md, "The walk") --------------------------------------------
+
+
+def _by_sender(reverse: bool):
+    def fold(e, shares, senders):
+        order = sorted(range(len(shares)), reverse=reverse,
+                       key=lambda k: -1 if senders[k] is None else senders[k].id)
+        return gradient.left_fold(e, [shares[k] for k in order])
+    return fold
+
+
+def _pairwise(e, shares, senders):
+    """Adjacent pairs summed, then pairs of those, an odd one carried along."""
+    while len(shares) > 1:
+        shares = [e("add", shares[k], shares[k + 1]) if k + 1 < len(shares) else shares[k]
+                  for k in range(0, len(shares), 2)]
+    return shares[0]
+
+
+def _post_order(operands_of) -> Callable:
+    """Depth first from the root, each node once, over `operands_of(node)`."""
+    def order(root):
+        found, seen, stack = [], {root}, [(root, iter(operands_of(root)))]
+        while stack:
+            node, operands = stack[-1]
+            for operand in operands:
+                if operand not in seen:
+                    seen.add(operand)
+                    stack.append((operand, iter(operands_of(operand))))
+                    break
+            else:
+                stack.pop()
+                found.append(node)
+        return found
+    return order
+
+
+WALK = [
+    Variant("program-order", "sums a node's shares in the order their senders stand in the "
+            "program, not as they arrived", "The walk", _set(fold=_by_sender(False)),
+            frozenset({"gradient"})),
+    Variant("reversed-arrival", "sums a node's shares in the reverse of their arrival order",
+            "The walk", _set(fold=lambda e, shares, senders: gradient.left_fold(e, shares[::-1])),
+            frozenset({"gradient"})),
+    Variant("reversed-program-order", "sums a node's shares by sender, the last one in the "
+            "program first", "The walk", _set(fold=_by_sender(True)), frozenset({"gradient"})),
+    Variant("pairwise", "sums a node's shares pairwise, (s1 + s2) + (s3 + s4)", "The walk",
+            _set(fold=_pairwise), frozenset({"gradient"})),
+    Variant("creation-order", "sums a node's shares in the order the share nodes were made "
+            "(a tape's order)", "The walk", _set(fold=lambda e, shares, senders: gradient.
+                                                 left_fold(e, sorted(shares,
+                                                                     key=lambda n: n.id))),
+            frozenset({"gradient"})),
+    Variant("fold-from-zero", "starts each sum of shares from 0.0", "The walk",
+            _set(fold=lambda e, shares, senders: gradient.left_fold(e, [e.f32("0.0"),
+                                                                         *shares])),
+            frozenset({"gradient"})),
+    Variant("operands-right-to-left", "takes the post-order with operands right to left",
+            "The walk", _set(post_order=_post_order(lambda n: n.operands[::-1])),
+            frozenset({"gradient"})),
+    Variant("not-through-detach", "takes the post-order without descending through detach",
+            "The walk", _set(post_order=_post_order(
+                lambda n: () if n.op == "detach" else n.operands)),
+            frozenset({"gradient", "detach"})),
+]
+
+
+# --- hash consing (SPEC.md, "Hash consing") -------------------------------------------------
+
+
+def _scopes_merged(op, dtype, shape, operands, attrs, scope, tag, origin):
+    """A range body's pure nodes are one with equal nodes outside (loads, counters apart)."""
+    if op not in ("load", "range") and not any(o.scope for o in operands):
+        scope = 0
+    return scoped_key(op, dtype, shape, operands, attrs, scope, tag, origin)
+
+
+INTERNING = [
+    Variant("no-hash-consing", "makes every statement a node of its own: equal nodes are not "
+            "one", "Hash consing", _set(key=lambda *fields: object()), frozenset({"gradient"})),
+    Variant("scopes-merged", "merges the nodes of a range body with equal nodes outside it",
+            "Hash consing", _set(key=_scopes_merged), frozenset({"gradient", "range"})),
+    Variant("gradient-nodes-apart", "keeps the nodes a gradient builds apart from the "
+            "program's equal nodes", "Hash consing",
+            _set(key=lambda *f: (*scoped_key(*f), f[-1])), frozenset({"gradient"})),
+]
+
+
+# --- rule forms (SPEC.md, "The rules") ------------------------------------------------------
+
+
+def _helper(e, op: str, *operands, **attrs):
+    """A node of an op the IR does not have (div, cos, first_max): f32, of its operands'
+    shape, computed by the domain (HELPERS)."""
+    shapes = {o.shape for o in operands if not o.is_literal}
+    return e.graph.node(op, operands, tuple(attrs.items()), scope=e.scope, line=e.line,
+                        origin=e.line, dtype="f32", shape=shapes.pop() if shapes else ())
+
+
+def _first_max(node, args):
+    """1.0 at the first element of each reduced row equal to that row's max (args: a, and
+    the max expanded to a's shape), 0.0 elsewhere; none for a row whose max is NaN."""
+    a, m = (np.broadcast_to(v, node.shape) for v in args)
+    axes = dict(node.attrs).get("axis")
+    axes = tuple(range(a.ndim)) if axes is None else axes
+    kept = [k for k in range(a.ndim) if k not in axes]
+    order = kept + list(axes)
+    rows = int(np.prod([a.shape[k] for k in kept]))
+    flat_a = np.transpose(a, order).reshape(rows, -1)
+    flat_m = np.transpose(m, order).reshape(rows, -1)
+    out = np.full(flat_a.shape, exact.POS_ZERO, dtype=object)
+    for r in range(rows):
+        for k in range(flat_a.shape[1]):
+            if not exact.f32_ne(flat_a[r, k], flat_m[r, k]):
+                out[r, k] = exact.ONE
+                break
+    shape = [a.shape[k] for k in order]
+    return np.transpose(out.reshape(shape), np.argsort(order))
+
+
+HELPERS = _ops("helpers", overrides={("div", "f32"): exact.f32_div,
+                                     ("cos", "f32"): exact.f32_cos},
+               arrays={"first_max": _first_max})
+
+
+def _recip_neg_div(e, u, g, k):
+    a = u.operands[0]  # -(g / (a a))
+    return e("mul", _helper(e, "div", g, e("mul", a, a)), e.f32("-1.0"))
+
+
+def _recip_neg_first(e, u, g, k):
+    return e("mul", e("mul", e("mul", g, e.f32("-1.0")), u), u)  # ((-g) u) u
+
+
+def _recip_form(e, u, g, k):
+    a = u.operands[0]  # (-g) (1 / (a a))
+    return e("mul", e("mul", g, e.f32("-1.0")), e("recip", e("mul", a, a)))
+
+
+def _sqrt_div(e, u, g, k):
+    return _helper(e, "div", g, e("mul", u, e.f32("2.0")))  # g / (2u)
+
+
+def _sqrt_half_div(e, u, g, k):
+    return _helper(e, "div", e("mul", g, e.f32("0.5")), u)  # (g / 2) / u
+
+
+def _exp2_product(e, u, g, k):
+    return e("mul", g, e("mul", u, e.f32(rules.LN2)))  # g (2^a ln2)
+
+
+def _log2_div(e, u, g, k):
+    return _helper(e, "div", g, e("mul", u.operands[0], e.f32(rules.LN2)))  # g / (a ln2)
+
+
+def _sin_cos(e, u, g, k):
+    return e("mul", g, _helper(e, "cos", u.operands[0]))  # g cos(a)
+
+
+def _sin_reflected(e, u, g, k):
+    minus_a = e("mul", u.operands[0], e.f32("-1.0"))  # g sin(pi/2 - a)
+    return e("mul", g, e("sin", e("add", e.f32(rules.HALF_PI), minus_a)))
+
+
+def _max_tie_first(e, u, g, k):
+    b_larger = e("cmplt", *u.operands)  # a < b; at a tie, or with a NaN, a takes all of g
+    return e("where", b_larger, e.f32("0.0"), g) if k == 0 else \
+        e("where", b_larger, g, e.f32("0.0"))
+
+
+def _max_tie_both(e, u, g, k):
+    a, b = u.operands  # all of g to the larger side, and to each side of a tie
+    larger = e("cmplt", b, a) if k == 0 else e("cmplt", a, b)
+    return e("where", larger, g, e("where", e("cmpne", a, b), e.f32("0.0"), g))
+
+
+def _reduce_max_all(e, u, g, k):
+    a = u.operands[0]  # g at every element equal to the max, undivided
+    m = e("where", e("cmpne", a, e("expand", u, shape=a.shape)), e.f32("0.0"), e.f32("1.0"))
+    return e("mul", m, e("expand", g, shape=a.shape))
+
+
+def _reduce_max_first(e, u, g, k):
+    a = u.operands[0]  # g at the first element equal to the max
+    axis = {"axis": u.attr("axis")} if u.attr("axis") is not None else {}
+    first = _helper(e, "first_max", a, e("expand", u, shape=a.shape), **axis)
+    return e("mul", first, e("expand", g, shape=a.shape))
+
+
+def _where_both(e, u, g, k):
+    return None if k == 0 else g  # g to a and to b; the bool c nothing
+
+
+def _detach_passes(e, u, g, k):
+    return g  # detach(a) as a
+
+
+def _flows_detach(node, operand):
+    return gradient.flows(node, operand) or (
+        node.op == "detach" and node.dtype == "f32" and operand.dtype == "f32")
+
+
+def _is_i32_cast_of_f32(node) -> bool:
+    return node.op == "cast" and node.dtype == "i32" and node.operands[0].dtype == "f32"
+
+
+def _flows_i32_cast(node, operand):
+    """An f32 -> i32 cast carries its operand's gradient, and so does the cast back."""
+    if node.op == "detach" or operand.op == "buffer":
+        return False
+    carrier = node.dtype == "f32" or _is_i32_cast_of_f32(node)
+    return carrier and (operand.dtype == "f32" or _is_i32_cast_of_f32(operand))
+
+
+def _rule_form(name, says, key, row, *, helpers=False, op=None):
+    change = _row(key, row)
+    return Variant(name, says, "The rules", _then(HELPERS, change) if helpers else change,
+                   frozenset({"gradient", op or key.split(".")[0]}))
+
+
+RULE_FORMS = [
+    _rule_form("recip-neg-div", "writes recip's share -(g / (a * a)), one division", "recip",
+               _recip_neg_div, helpers=True),
+    _rule_form("recip-neg-first", "writes recip's share ((g * -1.0) * u) * u", "recip",
+               _recip_neg_first),
+    _rule_form("recip-form", "writes recip's share (g * -1.0) * recip(a * a)", "recip",
+               _recip_form),
+    _rule_form("sqrt-div", "writes sqrt's share g / (2u), one division", "sqrt", _sqrt_div,
+               helpers=True),
+    _rule_form("sqrt-half-div", "writes sqrt's share (g * 0.5) / u", "sqrt", _sqrt_half_div,
+               helpers=True),
+    _rule_form("exp2-product", "writes exp2's share g * (u * ln2)", "exp2", _exp2_product),
+    _rule_form("log2-div", "writes log2's share g / (a * ln2), one division", "log2",
+               _log2_div, helpers=True),
+    _rule_form("sin-cos", "writes sin's share g * cos(a), with cos correctly rounded", "sin",
+               _sin_cos, helpers=True),
+    _rule_form("sin-reflected", "writes sin's share g * sin(pi/2 - a)", "sin", _sin_reflected),
+    _rule_form("max-tie-first", "sends all of g to max's first operand at a tie or a NaN",
+               "max", _max_tie_first),
+    _rule_form("max-tie-both", "sends all of g to each side of a max tie", "max",
+               _max_tie_both),
+    _rule_form("reduce-max-all", "sends all of g to every maximum of a reduce op=max",
+               "reduce.max", _reduce_max_all),
+    _rule_form("reduce-max-first", "sends g to the first maximum of a reduce op=max only",
+               "reduce.max", _reduce_max_first, helpers=True),
+    _rule_form("where-both", "sends g to both values of a where", "where", _where_both),
+    Variant("detach-passes", "lets the gradient through detach", "The rules",
+            _then(_row("detach", _detach_passes), _set(flows=_flows_detach)),
+            frozenset({"gradient", "detach"})),
+    Variant("i32-cast-passes", "lets the gradient through a cast to i32 and back", "The rules",
+            _set(flows=_flows_i32_cast), frozenset({"gradient", "cast"})),
+]
+
+
+# --- forward semantics (SPEC.md, "Values and arithmetic") -----------------------------------
+
+ARITHMETIC = ("add", "mul", "recip", "sqrt", "exp2", "log2", "sin")
+UNARY = ("recip", "sqrt", "exp2", "log2", "sin")
+
+
+def _flushed_results():
+    methods = {op: (lambda f: lambda *a: exact.flush(f(*a)))(getattr(exact, f"f32_{op}"))
+               for op in (*ARITHMETIC, "max")}
+    return _ops("ftz", **methods)
+
+
+def _flushed_inputs():
+    methods = {op: (lambda f: lambda *a: f(*map(exact.flush, a)))(getattr(exact, f"f32_{op}"))
+               for op in (*ARITHMETIC, "max", "lt", "ne", "to_bool")}
+    return _ops("daz", **methods)
+
+
+def _max_first_on_zeros(a, b):
+    return a if (a | b) & 0x7FFFFFFF == 0 else exact.f32_max(a, b)
+
+
+def _max_ignoring_nan(a, b):
+    if exact.is_nan(a):
+        return b
+    return a if exact.is_nan(b) else exact.f32_max(a, b)
+
+
+def _numpy_pairwise(values: list) -> int:
+    """numpy's pairwise summation of f32 (its pairwise_sum): under 8 values a loop from
+    -0.0; up to 128, eight accumulators, combined ((r0 + r1) + (r2 + r3)) + ((r4 + r5) +
+    (r6 + r7)), then the rest one by one; beyond, the two halves (cut at a multiple of 8)."""
+    add, n = exact.f32_add, len(values)
+    if n < 8:
+        total = exact.NEG_ZERO
+        for v in values:
+            total = add(total, v)
+        return total
+    if n <= 128:
+        r = list(values[:8])
+        i = 8
+        while i < n - n % 8:
+            r = [add(r[j], values[i + j]) for j in range(8)]
+            i += 8
+        total = add(add(add(r[0], r[1]), add(r[2], r[3])), add(add(r[4], r[5]),
+                                                               add(r[6], r[7])))
+        for v in values[i:]:
+            total = add(total, v)
+        return total
+    half = n // 2
+    half -= half % 8
+    return add(_numpy_pairwise(values[:half]), _numpy_pairwise(values[half:]))
+
+
+def numpy_sum_row(values: list) -> int:
+    """How numpy (2.x) reduces a row of f32 by add: its identity +0.0 plus the pairwise sum
+    of the row, so a row of -0.0 sums to +0.0 (tests/test_diagnosis.py holds it to the numpy
+    installed)."""
+    return exact.f32_add(exact.POS_ZERO, _numpy_pairwise(values))
+
+
+def _tree_sum_row(values: list) -> int:
+    while len(values) > 1:
+        values = [exact.f32_add(values[k], values[k + 1]) if k + 1 < len(values) else
+                  values[k] for k in range(0, len(values), 2)]
+    return values[0]
+
+
+def _fold_add_rows(sum_row):
+    """A fold_row that sums f32 rows with `sum_row`, and folds everything else left."""
+    from gradient_conformance.reference.interp import fold_row
+
+    def fold(op, step, row):
+        return sum_row(row) if op == "add.f32" else fold_row(op, step, row)
+    return fold
+
+
+def _in_binary64(function):
+    def op(a):
+        with np.errstate(all="ignore"):
+            return exact.f32_from_float(float(function(np.float64(exact.decode(a)))))
+    return op
+
+
+def _idiv_floor(a, b):
+    return 0 if b == 0 else exact.wrap(a // b)
+
+
+def _mod_divisor_sign(a, b):
+    return 0 if b == 0 else exact.wrap(a % b)
+
+
+FORWARD = [
+    Variant("flush-results", "flushes every subnormal f32 result of arithmetic (and max) to "
+            "zero (FTZ)",
+            "Values and arithmetic", _flushed_results()),
+    Variant("flush-inputs", "reads subnormal f32 operands as zero (DAZ)",
+            "Values and arithmetic", _flushed_inputs()),
+    Variant("max-first-on-zeros", "gives max's first operand for max(-0.0, +0.0) and "
+            "max(+0.0, -0.0)", "Values and arithmetic", _ops("max0", max=_max_first_on_zeros),
+            frozenset({"max"})),
+    Variant("max-ignores-nan", "gives max's other operand when one is NaN (fmax)",
+            "Values and arithmetic", _ops("fmax", max=_max_ignoring_nan), frozenset({"max"})),
+    Variant("numpy-sum", "sums reduce op=add of f32 as numpy does (pairwise, from +0.0)",
+            "Values and arithmetic", _ops("npsum", fold_row=_fold_add_rows(numpy_sum_row)),
+            frozenset({"reduce"})),
+    Variant("pairwise-reduce", "sums reduce op=add of f32 as a tree of adjacent pairs",
+            "Values and arithmetic", _ops("tree", fold_row=_fold_add_rows(_tree_sum_row)),
+            frozenset({"reduce"})),
+    Variant("transcendentals-in-binary64", "computes exp2, log2 and sin in binary64, then "
+            "rounds to f32", "Values and arithmetic",
+            _ops("f64", exp2=_in_binary64(np.exp2), log2=_in_binary64(np.log2),
+                 sin=_in_binary64(np.sin))),
+    Variant("idiv-floors", "rounds idiv down, not toward zero", "Values and arithmetic",
+            _ops("floor", overrides={("idiv", "i32"): _idiv_floor}), frozenset({"idiv"})),
+    Variant("mod-divisor-sign", "gives mod the sign of the divisor", "Values and arithmetic",
+            _ops("pymod", overrides={("mod", "i32"): _mod_divisor_sign}), frozenset({"mod"})),
+    Variant("literals-through-binary64", "rounds a decimal literal to binary64 first, then "
+            "to f32", "Text form", _set(literal=lambda text: exact.f32_from_text(text)
+                                        if text in ("inf", "-inf", "nan") else
+                                        exact.f32_from_float(float(text)))),
+]
+
+
+# --- rejections (SPEC.md, "When gradient is rejected") --------------------------------------
+
+WITHOUT = {
+    errors.LOSS_NOT_F32_SCALAR: "accepts a loss that is no f32 scalar (a non-scalar loss "
+                                "is summed implicitly)",
+    errors.X_NOT_F32: "accepts an x that is a buffer, an i32 or a bool",
+    errors.X_LITERAL: "accepts a literal x",
+    errors.OPEN_RANGE: "accepts a loss or x that depends on the range the gradient is in",
+    errors.NO_RULE: "passes nothing through a node without a rule, rejecting nothing",
+    errors.IN_FUNCTION: "accepts a gradient in a function body",
+}
+
+
+def _reachable(root, through: Callable = lambda node: True) -> set:
+    seen, stack = {root}, [root]
+    while stack:
+        node = stack.pop()
+        if not through(node):
+            continue
+        for operand in node.operands:
+            if operand not in seen:
+                seen.add(operand)
+                stack.append(operand)
+    return seen
+
+
+def _independent_loss(y, x, stored_values):
+    carries = gradient.depends_on(y, x, stored_values, gradient.flows)
+    return None if x in carries else "the loss does not depend on x"
+
+
+def _through_detach_or_cast(y, x, stored_values):
+    for node in _reachable(y):
+        crossing = node.op == "detach" or (node.op in ("cast", "bitcast", "cmplt", "cmpne")
+                                           and node.dtype != "f32")
+        if crossing and x in _reachable(node) and node is not x:
+            return f"x is reached through a {node.op}"
+    return None
+
+
+LEAVES = ("const", "buffer", "param", "range")
+
+
+def _no_rule_anywhere(y, x, stored_values):
+    for node in _reachable(y):
+        if node is x or node.op in LEAVES or rules.rule_key(node) in rules.RULES:
+            continue
+        if node.op == "load" and not list(stored_values(node)):
+            continue  # an input: a leaf of the program
+        return f"the loss's graph holds a {rules.rule_key(node)}, which has no rule"
+    return None
+
+
+REJECTIONS = [
+    Variant(f"without-{rule}", says, "When gradient is rejected",
+            (lambda r: lambda s: dataclasses.replace(s, rejections=s.rejections - {r}))(rule),
+            frozenset({"gradient"}))
+    for rule, says in WITHOUT.items()
+] + [
+    Variant("reduce-mul-as-add", "differentiates reduce op=mul as if it were op=add",
+            "When gradient is rejected", _row("reduce.mul", rules.RULES["reduce.add"]),
+            frozenset({"gradient", "reduce_mul"})),
+    Variant("rejects-independent-loss", "rejects a gradient whose loss does not depend on x",
+            "When gradient is rejected",
+            lambda s: dataclasses.replace(s, more_rejections=(*s.more_rejections,
+                                                              _independent_loss)),
+            frozenset({"gradient"})),
+    Variant("rejects-through-detach-or-cast", "rejects a gradient whose loss reaches x "
+            "through a detach or a cast to i32 or bool", "When gradient is rejected",
+            lambda s: dataclasses.replace(s, more_rejections=(*s.more_rejections,
+                                                              _through_detach_or_cast)),
+            frozenset({"gradient"})),
+    Variant("rejects-any-no-rule-node", "rejects a gradient whose loss's graph holds a node "
+            "without a rule anywhere, on x's path or not", "When gradient is rejected",
+            lambda s: dataclasses.replace(s, more_rejections=(*s.more_rejections,
+                                                              _no_rule_anywhere)),
+            frozenset({"gradient"})),
+]
+
+
+# --- tapes (SPEC.md, "Tapes") ---------------------------------------------------------------
+
+
+def _tape_program_order(domain, shares, senders):
+    order = sorted(range(len(shares)), key=lambda k: -1 if senders[k] is None else senders[k])
+    return _tape_left([shares[k] for k in order], domain)
+
+
+def _tape_left(shares, domain):
+    total = shares[0]
+    for share in shares[1:]:
+        total = domain.add(total, share)
+    return total
+
+
+def _tape_right_fold(domain, shares, senders):
+    total = shares[-1]
+    for share in reversed(shares[:-1]):
+        total = domain.add(share, total)
+    return total
+
+
+class Binary64(type(SPEC.tape_domain)):
+    """A tape computed in binary64 throughout, each derivative rounded to f32 at the end."""
+
+    literal = staticmethod(exact.decode)
+    add = staticmethod(lambda a, b: a + b)
+    mul = staticmethod(lambda a, b: a * b)
+    to_bits = staticmethod(exact.f32_from_float)
+
+
+TAPES = [
+    Variant("tape-program-order", "sums an entry's shares in program order (by sender), not "
+            "in arrival order", "Tapes", _set(tape_fold=_tape_program_order), tape=True),
+    Variant("tape-right-fold", "sums an entry's shares as a right fold", "Tapes",
+            _set(tape_fold=_tape_right_fold), tape=True),
+    Variant("tape-const-zero", "gives every constant the derivative 0", "Tapes",
+            _set(tape_leaf=lambda domain, kind, g: domain.literal(exact.POS_ZERO)
+                 if kind == "const" else g), tape=True),
+    Variant("tape-same-operand-once", "passes one share, not two, to an operand an entry "
+            "uses twice (i == j)", "Tapes",
+            _set(tape_operands=lambda i, j: (0,) if i == j else (0, 1)), tape=True),
+    Variant("tape-binary64", "computes the tape's values and derivatives in binary64, "
+            "rounding each derivative to f32 at the end", "Tapes",
+            _set(tape_domain=Binary64()), tape=True),
+]
+
+
+CATALOGUE: dict[str, Variant] = {v.name: v for v in
+                                 WALK + INTERNING + RULE_FORMS + FORWARD + REJECTIONS + TAPES}
+# Variants that no program can tell from the spec, and why (each proven, not presumed).
+EQUIVALENT: dict[str, str] = {}
+
+
+def implementation(name: str):
+    """The reference with one variant, as a module for `--impl=variant:NAME`: a faulty
+    implementation whose fault the catalogue names."""
+    import types
+
+    from gradient_conformance import reference
+    from gradient_conformance.reference.tape import backprop_bits
+    if name not in CATALOGUE:
+        raise KeyError(f"no variant {name!r} in the catalogue (gradient-conformance mutants "
+                       "--list lists them)")
+    semantics = CATALOGUE[name].semantics()
+    return types.SimpleNamespace(
+        NAME=f"variant {name}", VERSION=reference.VERSION, CAPABILITIES=None,
+        build=lambda source: reference.build(source, semantics),
+        backprop=lambda tape: [exact.decode(b) for b in backprop_bits(tape, semantics)])

@@ -1,0 +1,113 @@
+"""Diagnosis (SPEC.md, "Diagnosis"): the catalogue's variants are what they say, compose, and
+name what an implementation did; a fault outside the catalogue gets no name; and the
+catalogue is the suite's measure of power (a sample of `mutants`)."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import numpy as np
+import pytest
+
+from gradient_conformance import reference
+from gradient_conformance.conformance.diagnosis import diagnose_case
+from gradient_conformance.conformance.implementation import Outcome
+from gradient_conformance.conformance.variants import CATALOGUE, EQUIVALENT, numpy_sum_row
+from gradient_conformance.reference import cases, exact
+from tests.conftest import CASES, ROOT, suite
+
+OUTSIDE = str(ROOT / "tests" / "impls" / "exp2_constant.py")
+
+
+def test_numpy_sum_is_numpy_s_own():
+    """The numpy-sum variant sums a row of f32 exactly as numpy's add.reduce does (the
+    numpy installed), on lengths around its block sizes, with signed zeros and big spreads."""
+    rng = np.random.default_rng(7)
+    lengths = [1, 2, 3, 7, 8, 9, 15, 16, 17, 64, 127, 128, 129, 200, 255, 256, 257, 1000]
+    for n in lengths:
+        for trial in range(6):
+            values = (rng.standard_normal(n) * 10.0 ** rng.integers(-3, 8, n)).astype(
+                np.float32)
+            if trial == 0:
+                values = np.full(n, -0.0, np.float32)
+            if trial == 1:
+                values = np.where(rng.random(n) < 0.5, -0.0, 0.0).astype(np.float32)
+            want = np.add.reduce(values)
+            got = numpy_sum_row(values.view(np.uint32).tolist())
+            assert exact.same_f32(got, int(np.float32(want).view(np.uint32))), (n, trial)
+
+
+def test_every_variant_is_described_and_has_a_section_of_the_spec():
+    spec = (ROOT / "SPEC.md").read_text()
+    for variant in CATALOGUE.values():
+        assert variant.says and variant.says[0].islower(), variant.name
+        heading = f"## {variant.section}\n" in spec or f"**{variant.section}.**" in spec
+        assert heading, (variant.name, variant.section)
+    assert set(EQUIVALENT) <= set(CATALOGUE)
+
+
+def _run(semantics, source, buffers):
+    return reference.build(source, semantics)({k: v.copy() for k, v in buffers.items()})
+
+
+def test_variants_compose():
+    """Two variants applied one after the other are both in effect."""
+    source = (CASES / "gradient" / "op_form_recip.ir").read_text()
+    case = cases.parse_case(source)
+    buffers = cases.initial_buffers(case, cases.buffer_slots(source))
+    recip = CATALOGUE["recip-form"].semantics()
+    both = CATALOGUE["flush-results"].change(recip)
+    assert both.rules["recip"] is recip.rules["recip"]
+    assert type(both.domain).__name__.endswith("ftz")
+    assert _run(both, source, buffers)[1].tobytes() == _run(recip, source, buffers)[1].tobytes()
+
+
+def _case_file(name: str):
+    source = (CASES / name).read_text()
+    case = cases.parse_case(source)
+    return source, cases.initial_buffers(case, cases.buffer_slots(source))
+
+
+def test_a_variant_is_named_only_when_it_gives_every_bit():
+    source, buffers = _case_file("gradient/op_form_recip.ir")
+    want = Outcome("ok", _run(reference.SPEC, source, buffers))
+    got = Outcome("ok", _run(CATALOGUE["recip-form"].semantics(), source, buffers))
+    named = diagnose_case(source, buffers, want, got)
+    assert "recip-form" in named.variants and named.tried > 0
+    assert named.line().startswith("diagnosis: the spec, but one that")
+    off = {k: v.copy() for k, v in got.buffers.items()}
+    off[1] = (off[1].view(np.uint32) ^ np.uint32(1)).view(np.float32)  # one more bit wrong
+    nothing = diagnose_case(source, buffers, want, Outcome("ok", off))
+    assert not nothing.found and "no known variant" in nothing.line()
+    crashed = diagnose_case(source, buffers, want, Outcome("failure", reason="crash"))
+    assert not crashed.found and not crashed.tried
+
+
+def test_a_missed_rejection_is_diagnosed_by_the_rule_missing():
+    source = (CASES / "examples" / "lesson_literal_x.ir").read_text()
+    buffers = cases.initial_buffers(cases.parse_case(source), cases.buffer_slots(source))
+    got = _run(CATALOGUE["without-x-literal"].semantics(), source, buffers)
+    named = diagnose_case(source, buffers, Outcome("rejected"), Outcome("ok", buffers=got))
+    assert named.variants == ["without-x-literal"]
+
+
+def test_a_fault_outside_the_catalogue_gets_no_name(tmp_path):
+    report = tmp_path / "r.json"
+    code, output, _ = suite(OUTSIDE, "-q", "--max-examples=60", f"--report-json={report}",
+                            "-k", "exp2 or tape")
+    assert code == 1, output[-3000:]
+    divergences = json.loads(report.read_text())["divergences"]
+    assert divergences
+    for d in divergences:
+        assert d["diagnosis"] and not d["diagnosis"]["variants"], d["diagnosis_line"]
+        assert not d["diagnosis"]["pairs"], d["diagnosis_line"]
+        assert "no known variant" in d["diagnosis_line"]
+    assert "diagnosis: no known variant reproduces these results" in output
+
+
+@pytest.mark.parametrize("name", sorted(random.Random(14).sample(sorted(CATALOGUE), 3)))
+def test_a_sample_of_the_catalogue_is_killed(name):
+    """The catalogue as mutants (the whole run: gradient-conformance mutants)."""
+    code, output, _ = suite(f"variant:{name}", "-q", "-x")
+    assert code == 1 or name in EQUIVALENT, output[-3000:]
