@@ -262,6 +262,10 @@ def _call(w: Writer, base) -> None:
         if dtype == "f32" else {}
 
 
+# Weights of a loss: each has a full mantissa in f32, so that multiplying by it rounds.
+LOSS_WEIGHTS = ("0.7", "-1.3", "3.1")
+
+
 def _gradient(w: Writer, base, *, reached_only: bool = False) -> None:
     """gradient of a loss made from one of the latest f32 values (so the walk is long),
     against a value it reaches (or, unless `reached_only`, one it does not: zeros)."""
@@ -273,11 +277,111 @@ def _gradient(w: Writer, base, *, reached_only: bool = False) -> None:
         return
     y = w.loss(ys[-1 - w.draw(st.integers(0, min(len(ys), 4) - 1))],
                w.draw(st.sampled_from(("add", "max"))))
+    if w.draw(st.booleans()) and "add" not in w.exclude:
+        # The loss also adds the values nothing reads yet, so that an op written on a branch
+        # of its own (a recip, a sqrt) lies on the gradient's path and not only in a store.
+        for v in [v for v in w.sinks() if v in ys][-3:]:
+            y = w.value("add", [y, w.loss(v, w.draw(st.sampled_from(("add", "max"))))],
+                        "f32", ())
+    if w.draw(st.booleans()) and "mul" not in w.exclude:
+        # A weighted loss, so that no node's gradient is 1.0 (or a power of two) from the
+        # seed: a rule's share then rounds, and forms of it that are equal over the reals
+        # (recip's ((g * -1.0) * u) * u) give other bits.
+        weight = w.draw(st.sampled_from(LOSS_WEIGHTS))
+        y = w.value("mul", [y, Val(weight, "f32", (), literal=True)], "f32", ())
     xs = w.valid_xs(y, include_unreached=not reached_only)
     xs = [v for v in xs if v.text != y.text] or xs
     if not xs:
         return
     w.gradient(y, w.draw(st.sampled_from(xs)))
+
+
+# Ops whose node a statement can restate from its operands and attributes alone (a load's
+# node also depends on the stores before it, a range's and a call's on their bodies).
+_RESTATABLE = frozenset({"add", "mul", "max", "recip", "sqrt", "exp2", "log2", "sin", "where",
+                         "cmplt", "cmpne", "cast", "expand", "reshape", "reduce", "detach"})
+
+
+def _restated_gradient(w: Writer) -> None:
+    """Restate, as statements of the program, a node the last gradient's expansion built,
+    and take a gradient against it of a loss made from that gradient. In the spec the
+    statement is the expansion's node (SPEC.md, "Hash consing"), so the loss depends on it;
+    kept apart, the gradient would be zeros. Written only when the reference confirms the
+    restated statement is that node."""
+    made = [v for v in w.pool if v.text.startswith("%g") and v.dtype == "f32" and not v.ranged
+            and not v.dirty]
+    if w.depth or not made:
+        return
+    g = made[-1]
+    saved = (len(w.body), len(w.pool), dict(w.written), set(w.used))
+    try:
+        program = reference.compile_program("\n".join(w.defs + w.decls + w.body) + "\n")
+    except reference.IRError:
+        return
+    defines = [s for s in program.statements if isinstance(s, Define)]
+    define = next((s for s in defines if s.name == g.text and s.expansion), None)
+    if define is None:
+        return
+    named = {s.node.id: s.name for s in defines}
+    targets = [n for n in reversed(define.created) if n.dtype == "f32" and n.op in _RESTATABLE
+               and n.id not in named]
+    if not targets:
+        return
+    target = targets[w.draw(st.integers(0, min(len(targets), 4) - 1))]
+    pool = {v.text: v for v in w.pool}
+    vals: dict[int, Val] = {}
+
+    def restate(node) -> Val | None:
+        """The node as a Val: a name, a literal, or statements written for it (operands
+        before the node: an explicit stack, since expansions can be deep)."""
+        stack = [node]
+        while stack:
+            n = stack[-1]
+            if n.id in vals:
+                stack.pop()
+            elif n.id in named and named[n.id] in pool:
+                vals[n.id] = pool[named[n.id]]
+            elif n.op == "const" and n.shape == ():
+                vals[n.id] = Val(_literal_text(n), n.dtype, (), literal=True)
+            elif n.op not in _RESTATABLE or n.scope:
+                return None
+            elif pending := [o for o in n.operands if o.id not in vals]:
+                stack.extend(pending)
+            else:
+                stack.pop()
+                vals[n.id] = w.value(n.op, [vals[o.id] for o in n.operands], n.dtype, n.shape,
+                                     attrs=_attrs_text(n))
+        return vals[node.id]
+
+    z = restate(target)
+    if z is None or z.literal or not _names_node(w, z.text, target.id):
+        del w.body[saved[0]:], w.pool[saved[1]:]
+        w.written, w.used = saved[2], saved[3]
+        return
+    w.gradient(w.loss(g), z)
+
+
+def _names_node(w: Writer, name: str, node_id: int) -> bool:
+    """Whether `name`, in the program written so far, is the node `node_id` of the program
+    before it (node ids follow the order nodes are made, so a prefix keeps its ids)."""
+    try:
+        program = reference.compile_program("\n".join(w.defs + w.decls + w.body) + "\n")
+    except reference.IRError:
+        return False
+    return any(s.node.id == node_id for s in program.statements
+               if isinstance(s, Define) and s.name == name)
+
+
+def _literal_text(node) -> str:
+    value = node.attr("value")
+    if node.dtype == "f32":
+        return exact.f32_to_text(value)
+    return ("true" if value else "false") if node.dtype == "bool" else str(value)
+
+
+def _attrs_text(node) -> str:
+    return " ".join(f"{key}={shape_text(value) if isinstance(value, tuple) else value}"
+                    for key, value in node.attrs)
 
 
 def _reuse(w: Writer, base) -> None:
@@ -391,9 +495,14 @@ PROGRAM_STEPS = (_f32_binary, _f32_unary, _detach, _reduce, _expand, _reshape, _
                  _load_element, _memory,
                  _call, _loop, _gradient, _higher_order)
 # Their gradients come at the end (`_write`), of the latest values, so the walks are long.
+# One step per op of a positive argument, as often as a binary op: each has a rule whose
+# forms differ in the bits only when it lies on a gradient's path.
 _smooth_periodic = _smooth_unary_step(("sin", "exp2"))
-_smooth_positive = _smooth_unary_step(("recip", "log2", "sqrt"))
-DIFFERENTIABLE_STEPS = (_reuse, _f32_binary, _smooth_periodic, _smooth_positive, _detach,
+_smooth_recip = _smooth_unary_step(("recip",))
+_smooth_log2 = _smooth_unary_step(("log2",))
+_smooth_sqrt = _smooth_unary_step(("sqrt",))
+DIFFERENTIABLE_STEPS = (_reuse, _f32_binary, _smooth_periodic, _smooth_recip, _smooth_log2,
+                        _smooth_sqrt, _detach,
                         _reduce, _expand, _reshape, _where, _cast, _dead_end, _bitcast_f32)
 STEP_SETS = {"program": PROGRAM_STEPS, "differentiable": DIFFERENTIABLE_STEPS}
 
@@ -449,6 +558,8 @@ def _write(draw, *, steps, min_steps, max_steps, exclude, min_gradients, store_v
         if not any(v.dtype == "f32" and not v.literal for v in w.pool):
             w.input("f32", base)
         _gradient(w, base, reached_only=reached_only)
+    if w.gradients and "gradient" not in w.exclude and draw(st.integers(0, 3)) == 3:
+        _restated_gradient(w)
     if reached_only and w.gradients and draw(st.booleans()):
         _higher_order(w, base)
     stored = [v for v in w.pool if v.text.startswith("%g")]
@@ -529,12 +640,28 @@ ORDER_CONSTANTS = ("1e8", "-1e8", "1.0", "3.0", "16777216.0", "-16777216.0", "0.
                    "1e-8", "7.0")
 
 
+def _sum_tree(draw, lines: list[str], leaves: list[str], prefix: str) -> str:
+    """Add the leaves in a random tree (repeatedly two of the partial sums), writing the adds
+    as %{prefix}0, %{prefix}1, ...; the root's name."""
+    partial, n = list(leaves), 0
+    while len(partial) > 1:
+        a = partial.pop(draw(st.integers(0, len(partial) - 1)))
+        b = partial.pop(draw(st.integers(0, len(partial) - 1)))
+        lines.append(f"%{prefix}{n} = add {a} {b}")
+        partial.append(f"%{prefix}{n}")
+        n += 1
+    return partial[0]
+
+
 @st.composite
 def order_sensitive_gradients(draw, *, min_shares: int = 3, max_shares: int = 6) -> Case:
     """x receives min_shares..max_shares shares c_k (y is a sum of x * c_k, the c_k loaded, in
     a random tree and order) whose f32 sum depends on the order: the spec's arrival order
-    gives different bits from program order and from reversed arrival order. Shrinks towards
-    three shares and the first constants."""
+    gives different bits from program order and from reversed arrival order. Sometimes y
+    also adds a detached second tree over the same terms first: it passes no share, but the
+    walk's post-order descends through it, so it alone decides the arrival order (SPEC.md,
+    "The walk"), and the case is drawn only if that order gives other bits than the
+    order without it. Shrinks towards three shares, the first constants and no shadow."""
     count = draw(st.integers(min_shares, max_shares))
     constants = [draw(st.sampled_from(ORDER_CONSTANTS)) for _ in range(count)]
     lines = ["%xin = buffer slot=0 dtype=f32 shape=[]",
@@ -547,28 +674,28 @@ def order_sensitive_gradients(draw, *, min_shares: int = 3, max_shares: int = 6)
         lines.append(f"%t{k} = mul {'%c' + str(k) if swap else '%x'} "
                      f"{'%x' if swap else '%c' + str(k)}")
         terms.append(f"%t{k}")
-    # Combine the terms in a random tree: repeatedly add two of the partial sums.
-    partial, n = list(terms), 0
-    while len(partial) > 1:
-        i = draw(st.integers(0, len(partial) - 1))
-        a = partial.pop(i)
-        j = draw(st.integers(0, len(partial) - 1))
-        b = partial.pop(j)
-        lines.append(f"%s{n} = add {a} {b}")
-        partial.append(f"%s{n}")
-        n += 1
-    lines += [f"%g = gradient {partial[0]} %x", "store %out %g"]
-    source = "\n".join(lines) + "\n"
+    y = _sum_tree(draw, lines, terms, "s")
+    ending = [f"%g = gradient {y} %x", "store %out %g"]
     bits = [exact.f32_from_text(c) for c in constants]
+    shadowed = draw(st.booleans())
+    if shadowed:
+        unshadowed = arrival_order("\n".join(lines + ending) + "\n")
+        shadow = _sum_tree(draw, lines, draw(st.permutations(terms)), "w")
+        lines += [f"%d = detach {shadow}", f"%y = add %d {y}"]
+        ending[0] = "%g = gradient %y %x"
+    source = "\n".join(lines + ending) + "\n"
     arrival = arrival_order(source)
     fold = exact.f32_fold([bits[k] for k in arrival])
     assume(not exact.same_f32(fold, exact.f32_fold(bits)))
     assume(not exact.same_f32(fold, exact.f32_fold([bits[k] for k in reversed(arrival)])))
+    if shadowed:
+        assume(not exact.same_f32(fold, exact.f32_fold([bits[k] for k in unshadowed])))
     x = draw(st.floats(-4, 4, width=32))
     buffers = {0: np.array(x, np.float32), 1: exact.to_numpy_f32(bits),
                2: np.zeros((), np.float32)}
     return Case(source, buffers, None, f"order-sensitive: x receives {count} shares "
-                f"{', '.join(constants[k] for k in arrival)} in arrival order",
+                f"{', '.join(constants[k] for k in arrival)} in arrival order"
+                f"{', set by a detached tree' if shadowed else ''}",
                 features=features_of(source))
 
 
