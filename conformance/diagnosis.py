@@ -14,6 +14,7 @@ never the closest.
 from __future__ import annotations
 
 import itertools
+import time
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -39,6 +40,7 @@ class Diagnosis:
     tried: int = 0
     pairs_tried: int = 0
     reason: str = ""  # why nothing was tried (a failure is no variant)
+    seconds: float = 0.0  # what finding it cost
 
     @property
     def found(self) -> bool:
@@ -131,6 +133,13 @@ def _explained(variant: Outcome | None, got: Outcome, wrong: dict) -> int:
 
 def diagnose_case(source: str, buffers, want: Outcome, got: Outcome) -> Diagnosis:
     """Which variants give `got` on this case, where the spec gives `want`."""
+    started = time.monotonic()
+    diagnosis = _diagnose_case(source, buffers, want, got)
+    diagnosis.seconds = time.monotonic() - started
+    return diagnosis
+
+
+def _diagnose_case(source: str, buffers, want: Outcome, got: Outcome) -> Diagnosis:
     if got.status == "failure":
         return Diagnosis(reason="the implementation misbehaved: no variant of the spec does")
     uses = features(source)
@@ -153,6 +162,13 @@ def diagnose_case(source: str, buffers, want: Outcome, got: Outcome) -> Diagnosi
 
 def diagnose_tape(tape, want: Outcome, got: Outcome) -> Diagnosis:
     """Which tape variants give `got`'s derivatives, where the spec gives `want`'s."""
+    started = time.monotonic()
+    diagnosis = _diagnose_tape(tape, want, got)
+    diagnosis.seconds = time.monotonic() - started
+    return diagnosis
+
+
+def _diagnose_tape(tape, want: Outcome, got: Outcome) -> Diagnosis:
     if got.status == "failure":
         return Diagnosis(reason="the implementation misbehaved: no variant of the spec does")
     if got.status != "ok" or want.status != "ok":

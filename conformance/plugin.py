@@ -193,6 +193,12 @@ class Run:
             return
         from gradient_conformance.conformance.record import describe_figures
         lines = describe_figures(self.figures)
+        diagnosed = [d.diagnosis.get("seconds", 0.0) for d in self.divergences if d.diagnosis]
+        if diagnosed:
+            run = time.monotonic() - self.clock
+            lines.append(f"diagnosis: {len(diagnosed)} divergences re-run under the catalogue's "
+                         f"variants in {sum(diagnosed):.1f} s, {100 * sum(diagnosed) / run:.1f}% "
+                         f"of the run's {run:.0f} s")
         if self.impl.restarts:
             lines.append(f"the implementation was started again {self.impl.restarts} times, "
                          "after crashes, timeouts or replies that broke the protocol")

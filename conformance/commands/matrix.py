@@ -81,7 +81,38 @@ def markdown(reports) -> str:
             if first:
                 lines.append(f"- **{row[1]}**, `{check.removeprefix('test_')}`: "
                              f"{_one_line(first)}")
+    lines += ["", "What each system does instead, as diagnosed (SPEC.md, \"Diagnosis\"): the "
+              "variants of the spec that reproduce its divergences bit for bit, with how many "
+              "divergences each explains.", ""]
+    for report, _ in reports.values():
+        if report is not None and report.divergences:
+            lines.append(f"- **{report.implementation.get('name')}**: " +
+                         "; ".join(findings(report)) + ".")
     return "\n".join(lines) + "\n"
+
+
+def findings(report: Report) -> list[str]:
+    """A system's diagnoses, one phrase per variant (or pair) with its count, then the count
+    of divergences no variant explains (a crash or timeout is not diagnosed: counted apart)."""
+    counts: dict[str, int] = {}
+    unexplained = failures = 0
+    for d in report.divergences:
+        named = [f"{v['says']} (`{v['name']}`)" for v in d.diagnosis.get("variants", [])]
+        named += [" and ".join(f"{v['says']} (`{v['name']}`)" for v in pair)
+                  for pair in d.diagnosis.get("pairs", [])]
+        if d.diagnosis.get("reason") or not d.diagnosis:
+            failures += 1
+        elif not named:
+            unexplained += 1
+        if named:
+            key = " or ".join(named)
+            counts[key] = counts.get(key, 0) + 1
+    phrases = [f"{text}: {n}" for text, n in sorted(counts.items(), key=lambda kv: -kv[1])]
+    if unexplained:
+        phrases.append(f"no known variant: {unexplained}")
+    if failures:
+        phrases.append(f"not diagnosed (a failure, or no program to re-run): {failures}")
+    return phrases
 
 
 def html(reports) -> str:
