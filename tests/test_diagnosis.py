@@ -104,6 +104,29 @@ def test_a_fault_outside_the_catalogue_gets_no_name(tmp_path):
         assert not d["diagnosis"]["pairs"], d["diagnosis_line"]
         assert "no known variant" in d["diagnosis_line"]
     assert "diagnosis: no known variant reproduces these results" in output
+    assert f"diagnosis: {len(divergences)} divergences re-run under the catalogue's" in output
+
+
+def test_the_matrix_says_what_each_system_does_from_its_diagnoses():
+    """The conformance table's findings are the diagnoses, counted per system."""
+    from gradient_conformance.conformance.commands.matrix import findings, markdown
+    from gradient_conformance.reports.records import Divergence, Report
+
+    def named(name):
+        return {"name": name, "says": CATALOGUE[name].says, "section": CATALOGUE[name].section}
+    order = {"variants": [named("program-order"), named("pairwise")], "pairs": []}
+    diagnoses = [order, order, {"variants": [named("flush-results")]},
+                 {"variants": [], "pairs": []}, {"reason": "a crash"}]
+    divergences = [Divergence(check=str(k), test_id="", summary="", diagnosis=d)
+                   for k, d in enumerate(diagnoses)]
+    report = Report(implementation={"name": "sys", "version": "1"}, divergences=divergences,
+                    checks={"c": {"failed": 2}})
+    said = findings(report)
+    assert said[0].endswith("(`pairwise`): 2") and "(`program-order`) or " in said[0]
+    assert said[1].endswith("(`flush-results`): 1")
+    assert said[2:] == ["no known variant: 1",
+                        "not diagnosed (a failure, or no program to re-run): 1"]
+    assert "- **sys**: " + "; ".join(said) + "." in markdown({"sys": (report, "")})
 
 
 @pytest.mark.parametrize("name", sorted(random.Random(14).sample(sorted(CATALOGUE), 3)))
