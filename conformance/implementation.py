@@ -420,9 +420,15 @@ def load(spec: str, *, timeout: float = DEFAULT_TIMEOUT, load_timeout: float = L
         from gradient_conformance.conformance.protocol import Command
         argv = _command_argv(spec[4:], base)
         command = Command(argv, timeout=timeout, cwd=base)
-        command.probe(load_timeout)
-        return Implementation(spec, command, name=spec[4:].strip(), version="",
-                              capabilities=None, functions=("build", "backprop"))
+        said = command.probe(load_timeout)
+        try:
+            return _defines_something(Implementation(
+                spec, command, name=str(said.get("name") or spec[4:].strip()),
+                version=str(said.get("version") or ""), capabilities=said.get("capabilities"),
+                functions=_functions(said.get("functions", ["build", "backprop"]))))
+        except LoadFailed:
+            command.close()
+            raise
     if in_process or spec == "reference":
         # The reference is the suite's own oracle: trusted, and called directly.
         module = calling.load_module(spec, base)
@@ -443,6 +449,15 @@ def load(spec: str, *, timeout: float = DEFAULT_TIMEOUT, load_timeout: float = L
     except LoadFailed:
         transport.stop()
         raise
+
+
+def _functions(said) -> tuple[str, ...]:
+    """The functions a server says it offers (SPEC.md, "The protocol"); both if it says
+    nothing."""
+    if not isinstance(said, list) or not set(said) <= {"build", "backprop"} or not said:
+        raise LoadFailed(f"the server says it offers {said!r}: \"functions\" must be a list "
+                         "of \"build\" and \"backprop\"")
+    return tuple(f for f in ("build", "backprop") if f in said)
 
 
 def _defines_something(impl: Implementation) -> Implementation:

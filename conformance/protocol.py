@@ -122,12 +122,13 @@ class Command:
     def restarts(self) -> int:
         return max(self.started - 1, 0)
 
-    def probe(self, seconds: float) -> None:
+    def probe(self, seconds: float) -> dict:
         """Start the program and ask it to build an empty program: LoadFailed unless it
-        answers like a server of the protocol."""
+        answers like a server of the protocol. The reply, which may describe the program
+        ("name", "version", "capabilities")."""
         from gradient_conformance.conformance.implementation import LoadFailed
         try:
-            self._request({"build": ""}, limit=1 << 16, seconds=seconds)
+            return self._request({"build": ""}, limit=1 << 16, seconds=seconds)
         except (ChildFailed, OSError) as problem:
             output = self.child.output().strip() if self.child is not None else ""
             self.close()
@@ -273,6 +274,7 @@ def serve(module, lines, write) -> None:
     `module` as conformance/calling.py does: its statuses are the suite's."""
     from gradient_conformance.conformance import calling
     programs: dict[int, object] = {}
+    described = False
     for line in lines:
         if not line.strip():
             continue
@@ -283,6 +285,9 @@ def serve(module, lines, write) -> None:
             write(json.dumps({"id": None, "ok": False, "error": "not a request",
                               "kind": "failure"}) + "\n")
             continue
+        if not described:  # the first reply says what the module is (SPEC.md, "The protocol")
+            described = True
+            reply.update(_description(module))
         if "build" in request:
             answer = calling.call_build(module, request["build"])
             if answer.status == "ok":
@@ -314,6 +319,22 @@ def serve(module, lines, write) -> None:
             elif answer.index:
                 reply["kind"] = "index"
         write(json.dumps(reply) + "\n")
+
+
+def _description(module) -> dict:
+    """The module's NAME, VERSION and CAPABILITIES, as far as they are JSON."""
+    described = {key.lower(): getattr(module, key) for key in ("NAME", "VERSION")
+                 if isinstance(getattr(module, key, None), str)}
+    capabilities = getattr(module, "CAPABILITIES", None)
+    try:
+        json.dumps(capabilities, allow_nan=False)
+    except (TypeError, ValueError):
+        capabilities = {"unserializable": repr(capabilities)[:200]}  # a usage error there
+    if capabilities is not None:
+        described["capabilities"] = capabilities
+    described["functions"] = [f for f in ("build", "backprop")
+                              if callable(getattr(module, f, None))]
+    return described
 
 
 def _serve_run(programs, request):

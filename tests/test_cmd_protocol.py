@@ -12,7 +12,7 @@ import pytest
 
 from gradient_conformance.conformance.protocol import Command, decode_buffer, encode_buffer
 from gradient_conformance.reference import cases
-from tests.conftest import CASES, ROOT
+from tests.conftest import CASES, FAST, ROOT
 
 ALL = cases.case_paths([CASES])
 
@@ -112,3 +112,26 @@ def test_misbehaviour_is_a_failure_and_the_process_restarts(fake, program, reaso
 def test_a_run_reply_without_buffers_is_junk(fake):
     got = fake.case("# fine\n", {0: np.zeros(2, np.float32)}, {0: ("f32", (2,))})
     assert got.status == "failure" and got.reason == "junk" and "malformed" in got.message
+
+
+def test_a_served_module_says_what_it_is_and_what_it_claims(tmp_path):
+    """The reply to the first request carries the module's NAME, VERSION and CAPABILITIES,
+    so a system served from another venv is measured on what it claims, as in process."""
+    from gradient_conformance.conformance.implementation import LoadFailed, load
+    (tmp_path / "partial.py").write_text(textwrap.dedent(f"""\
+        from {FAST} import build  # noqa: F401
+        NAME, VERSION = "partial", "7"
+        CAPABILITIES = {{"unsupported": ["range"], "ulp": {{"sin": 3}}}}
+        """))
+    impl = load(f"cmd:{sys.executable} -m gradient_conformance serve partial.py",
+                base=str(tmp_path))
+    try:
+        assert (impl.name, impl.version) == ("partial", "7")
+        assert impl.unsupported() == {"range"} and impl.ulps("sin") == 3
+    finally:
+        impl.transport.close()
+    (tmp_path / "claims.py").write_text(f"from {FAST} import build  # noqa: F401\n"
+                                         "CAPABILITIES = {'ulp': {'add': 1}}\n")
+    with pytest.raises(LoadFailed, match="only exp2, log2, sin may declare"):
+        load(f"cmd:{sys.executable} -m gradient_conformance serve claims.py",
+             base=str(tmp_path))
