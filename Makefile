@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 CORE := $(VENV)/.core
 TEST := $(VENV)/.test
 
-.PHONY: test conformance lint slow bench clean
+.PHONY: test conformance lint slow bench clean mxnet tfjs
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -34,8 +34,27 @@ $(SYSTEM_STAMP): | $(VENV)/bin/python
 	else echo "not root with apt-get: the browser and Redis tests will skip"; fi
 	touch $(SYSTEM_STAMP)
 
+# Two systems served from outside the project's venv (SPEC.md, "Adapters"): MXNet 1.9.1,
+# which needs numpy older than 1.24, in a venv of its own with this package but none of its
+# dependencies except numpy and mpmath; and TensorFlow.js 4.22 in Node, from its lockfile.
+# Where one cannot be installed, its tests skip, saying why.
+MXNET_VENV := .venv-mxnet
+MXNET := $(MXNET_VENV)/.ready
+$(MXNET): pyproject.toml
+	@($(PYTHON) -m venv $(MXNET_VENV) && \
+	  $(MXNET_VENV)/bin/python -m pip install --quiet numpy==1.23.5 mxnet==1.9.1 mpmath && \
+	  $(MXNET_VENV)/bin/python -m pip install --quiet --no-deps -e . && \
+	  touch $(MXNET)) || echo "could not install MXNet 1.9.1 in $(MXNET_VENV)"
+mxnet: $(MXNET)
+
+TFJS := adapters/tfjs/node_modules/.package-lock.json
+$(TFJS): adapters/tfjs/package-lock.json
+	@(command -v npm >/dev/null && cd adapters/tfjs && npm ci --silent --no-audit --no-fund) \
+		|| echo "could not install TensorFlow.js in adapters/tfjs"
+tfjs: $(TFJS)
+
 # Every test of the project, plus the linter, on both cores.
-test: $(TEST) $(SYSTEM_STAMP)
+test: $(TEST) $(SYSTEM_STAMP) $(MXNET) $(TFJS)
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q -n 2
 
@@ -63,4 +82,4 @@ lint: $(TEST)
 	$(VENV)/bin/ruff check .
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis .gradient-conformance build *.egg-info
+	rm -rf $(VENV) $(MXNET_VENV) adapters/tfjs/node_modules .pytest_cache .hypothesis .gradient-conformance build *.egg-info
