@@ -106,7 +106,11 @@ def _parser() -> argparse.ArgumentParser:
     fuzz.add_argument("--case-timeout", type=float, default=20.0)
     matrix = commands.add_parser("matrix", help="the ci profile against several "
                                  "implementations, as one table")
-    matrix.add_argument("--impl", dest="impls", action="append", required=True)
+    matrix.add_argument("--impl", dest="impls", action="append", default=[])
+    matrix.add_argument("--systems", action="store_true",
+                        help="also every system this directory can run: the reference, the "
+                        "fast implementation, each adapter whose package imports, MXNet "
+                        "where .venv-mxnet is, TensorFlow.js where adapters/tfjs is set up")
     matrix.add_argument("--report", required=True, help="the HTML table; PATH.md beside it "
                         "is the markdown for README.md")
     matrix.add_argument("--profile", default="ci", choices=["ci", "dev", "nightly"])
@@ -208,9 +212,13 @@ def _report(args) -> int:
 
 
 def _matrix(args) -> int:
-    from gradient_conformance.conformance.commands.matrix import markdown, matrix
+    from gradient_conformance.conformance.commands.matrix import markdown, matrix, systems
     extra = (f"--max-examples={args.max_examples}",) if args.max_examples else ()
-    reports = matrix(args.impls, report=pathlib.Path(args.report), profile=args.profile,
+    impls = args.impls + ([s for s in systems(pathlib.Path.cwd()) if s not in args.impls]
+                          if args.systems else [])
+    if not impls:
+        raise ValueError("name the implementations with --impl (repeatable), or --systems")
+    reports = matrix(impls, report=pathlib.Path(args.report), profile=args.profile,
                      extra=extra)
     print(markdown(reports))
     return 0 if all(report is not None for report, _ in reports.values()) else 1

@@ -20,6 +20,27 @@ from html import escape
 from gradient_conformance.conformance.record import write_atomically
 from gradient_conformance.reports.records import Report, from_json
 
+# The in-process adapters, by the package each needs.
+ADAPTERS = {"torch": "torch_impl", "jax": "jax_impl", "tinygrad": "tinygrad_impl",
+            "tensorflow": "tensorflow_impl", "micrograd": "micrograd_impl"}
+MXNET = "cmd:.venv-mxnet/bin/python -m gradient_conformance serve adapters.mxnet_impl"
+TFJS = "cmd:node adapters/tfjs/server.mjs"
+
+
+def systems(base: pathlib.Path) -> list[str]:
+    """Every system that can run from `base` (a checkout, set up by make): the reference,
+    the fast implementation, the adapters whose packages are installed, and the two served
+    systems where their environments are."""
+    import importlib.util
+    found = ["reference", "implementations.fast"]
+    found += [f"adapters.{module}" for package, module in ADAPTERS.items()
+              if importlib.util.find_spec(package) is not None]
+    if (base / ".venv-mxnet" / ".ready").exists():
+        found.append(MXNET)
+    if (base / "adapters" / "tfjs" / "node_modules" / "@tensorflow" / "tfjs-core").is_dir():
+        found.append(TFJS)
+    return found
+
 
 def run_one(spec: str, out: pathlib.Path, *, profile: str = "ci",
             extra: tuple[str, ...] = ()) -> tuple[Report | None, str]:
