@@ -114,6 +114,24 @@ def test_sin_of_hard_arguments_agrees(operand):
 
 
 @needs_mpfr
+@pytest.mark.parametrize("name", ["exp2", "log2", "sin"])
+def test_the_hardest_to_round_are_what_they_say(name):
+    """generators/hard_to_round.py: each input's exact result lies within 2e-8 f32 ulps of
+    the midpoint of two f32 (measured here with MPFR at 200 bits, apart from the search that
+    found it), and both backends round it alike."""
+    import gmpy2
+
+    from gradient_conformance.generators.hard_to_round import HARD_TO_ROUND
+    assert len(HARD_TO_ROUND[name]) >= 8
+    for a in HARD_TO_ROUND[name]:
+        with gmpy2.context(precision=200):
+            y = abs(getattr(gmpy2, name)(gmpy2.mpfr(exact.decode(a))))
+            scaled = gmpy2.frexp(y)[1] * 2**24
+            assert abs(scaled - gmpy2.floor(scaled) - gmpy2.mpfr("0.5")) < 2e-8, hex(a)
+        _agree(name, getattr(MPFR, name)(a), getattr(RATIONAL, name)(a), a)
+
+
+@needs_mpfr
 def test_log2_of_every_subnormal_exponent_agrees():
     for k in range(23):
         a = (1 << k) | 1  # a subnormal with a low bit set: log2 is not an integer

@@ -20,6 +20,7 @@ from gradient_conformance.conformance.checks.compare import (
 )
 from gradient_conformance.conformance.record import RECORDER
 from gradient_conformance.generators import exact_programs, programs
+from gradient_conformance.generators.hard_to_round import HARD_TO_ROUND
 from gradient_conformance.reference import exact
 
 
@@ -41,8 +42,12 @@ def test_programs_with_transcendentals(impl, data):
 
 
 @pytest.mark.parametrize("op", sorted(TRANSCENDENTAL))
-@given(values=st.lists(st.floats(width=32), min_size=1, max_size=16))
-def test_transcendental_within_declared_ulps(impl, op, values):
+@given(data=st.data())
+def test_transcendental_within_declared_ulps(impl, op, data):
+    """Any f32 inputs, and the hardest to round (generators/hard_to_round.py)."""
+    hard = st.sampled_from(HARD_TO_ROUND[op]).map(exact.decode)
+    values = data.draw(st.lists(st.one_of(st.floats(width=32), hard), min_size=1,
+                                max_size=16), label="values")
     if op in impl.unsupported():
         pytest.skip(f"{op} is unsupported")
     source = single_op_source(op, len(values))
@@ -60,11 +65,13 @@ ELEMENTWISE_F32 = {"add": 2, "mul": 2, "max": 2, "recip": 1, "sqrt": 1, "exp2": 
                    "sin": 1}
 
 
-def sample(count: int, seed: int) -> np.ndarray:
-    """Fixed f32 inputs: the special values, then half raw bit patterns (every magnitude) and
-    half in [-16, 16] (where programs live). Seeded, so every run measures the same inputs."""
+def sample(count: int, seed: int, hard: tuple[int, ...] = ()) -> np.ndarray:
+    """Fixed f32 inputs: the special values and the `hard` bit patterns, then half raw bit
+    patterns (every magnitude) and half in [-16, 16] (where programs live). Seeded, so every
+    run measures the same inputs."""
     special = np.array([0.0, -0.0, 1.0, -1.0, 0.5, 2.0, np.inf, -np.inf, np.nan, 1e-45, -1e-45,
                         1.1754944e-38, 3.4028235e38, -3.4028235e38, 0.1, 3.0], np.float32)
+    special = np.concatenate([special, np.array(hard, np.uint32).view(np.float32)])
     rng = np.random.default_rng(seed)
     bits = rng.integers(0, 2**32, size=(count - len(special)) // 2, dtype=np.uint64)
     near = rng.uniform(-16, 16, size=count - len(special) - len(bits)).astype(np.float32)
@@ -84,7 +91,8 @@ def test_forward_error_per_op(impl, op):
     lines += [f"%x{k} = load %b{k}" for k in range(arity)]
     lines += [f"%y = {op} " + " ".join(f"%x{k}" for k in range(arity)), "store %o %y"]
     source = "\n".join(lines) + "\n"
-    buffers = {k: sample(n, seed=1000 * k + len(op)) for k in range(arity)}
+    buffers = {k: sample(n, seed=1000 * k + len(op), hard=HARD_TO_ROUND.get(op, ()))
+               for k in range(arity)}
     buffers[arity] = np.zeros(n, np.float32)
     want = expected(source, buffers)
     got = impl.run_case(source, buffers, declared(source))
