@@ -104,3 +104,13 @@ def test_mxnet_s_venv_holds_only_what_the_served_side_needs():
     out = subprocess.run([str(MXNET_PYTHON), "-c", probe], capture_output=True, text=True,
                          timeout=120, check=True).stdout.split(maxsplit=1)
     assert out == ["1.23.5", "[]\n"]
+
+
+def test_the_tfjs_server_checks_the_structure_itself():
+    """Every case of cases/errors/ is refused by the JavaScript server's own structure check,
+    before TensorFlow.js is asked anything (adapters/tfjs/structure.mjs)."""
+    impl = served("tfjs")
+    for path in sorted((CASES / "errors").glob("*.ir")):
+        outcome = impl.build_only(path.read_text())
+        assert outcome.status == "rejected", (path.name, outcome)
+        assert "line" in outcome.message, (path.name, outcome.message)

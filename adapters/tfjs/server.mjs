@@ -5,10 +5,11 @@
 //
 // The pure JavaScript CPU backend, float32. The server parses the IR text itself, and runs it
 // eagerly statement by statement, as the Python adapters' eager interpreter does
-// (adapters/eager.py): every value and every derivative is TensorFlow.js's own. It checks no
-// structure of its own beyond what running needs (names, ops, operand counts); what
-// TensorFlow.js accepts, it accepts. `build` runs the program once on zeros, so that what
-// TensorFlow.js refuses is refused at build.
+// (adapters/eager.py): every value and every derivative is TensorFlow.js's own. It checks the
+// IR's structure itself (structure.mjs: names, dtypes, shapes, scopes, calls), as the Python
+// adapters have the reference do; whether a gradient is accepted is left to TensorFlow.js.
+// `build` runs the program once on zeros, so that what TensorFlow.js refuses is refused at
+// build.
 //
 // - TensorFlow.js differentiates functions: `tf.grad(f)(x)`. So every value keeps the op and
 //   operands that made it, and `gradient y x` is tf.grad of the function that recomputes y
@@ -23,6 +24,8 @@ import { register } from 'node:module';
 import { createRequire } from 'node:module';
 import { createInterface } from 'node:readline';
 
+import { check, IRError } from './structure.mjs';
+
 register('./hooks.mjs', import.meta.url);
 // tfjs-core's Node platform calls require(): give the ES module build one.
 globalThis.require = createRequire(import.meta.url);
@@ -32,6 +35,8 @@ console.log = console.warn = console.info = (...args) => process.stderr.write(ar
 
 const tf = await import('@tensorflow/tfjs-core');
 await import('@tensorflow/tfjs-core/dist/register_all_gradients');
+// Tensor methods (x.reshape(...)): some of its gradients call them.
+await import('@tensorflow/tfjs-core/dist/public/chained_ops/register_all_chained_ops');
 await import('@tensorflow/tfjs-backend-cpu');
 await tf.setBackend('cpu');
 
@@ -46,7 +51,6 @@ const CAPABILITIES = {
 };
 const DTYPES = { f32: 'float32', i32: 'int32', bool: 'bool' };
 
-class IRError extends Error {}
 class IndexOutOfRange extends Error {}
 
 // --- the text ------------------------------------------------------------------------------
@@ -88,12 +92,14 @@ function parse(source) {
       tokens.splice(0, 2);
     }
     const [op, ...rest] = tokens;
+    if (!/^[a-z][a-z0-9]*$/.test(op ?? '')) throw new IRError(`line ${line}: ${JSON.stringify(op)} is no op`);
     const operands = [];
     const attrs = {};
     for (const token of rest) {
       const eq = token.indexOf('=');
       if (eq > 0 && !token.startsWith('%')) attrs[token.slice(0, eq)] = parseValue(token.slice(eq + 1));
-      else if (token.startsWith('%') || token.startsWith('@')) operands.push({ kind: 'name', text: token });
+      else if (Object.keys(attrs).length) throw new IRError(`line ${line}: operand ${token} after an attribute`);
+      else if (/^[%@][A-Za-z_][A-Za-z0-9_.]*$/.test(token)) operands.push({ kind: 'name', text: token });
       else operands.push(parseLiteral(token, line));
     }
     statements.push({ line, target, op, operands, attrs });
@@ -113,10 +119,11 @@ function blocks(statements) {
       current = inner;
     } else if (s.op === 'end') {
       if (!stack.length) throw new IRError(`line ${s.line}: end without range or def`);
+      current.closedBy = s.operands[0]?.text;
       current = stack.pop();
     } else current.body.push(s);
   }
-  if (stack.length) throw new IRError('a range or def without its end');
+  if (stack.length) throw new IRError(`line ${current.head.line}: ${current.head.op} without its end`);
   return root;
 }
 
@@ -214,6 +221,7 @@ class Program {
   constructor(source) {
     this.statements = parse(source);
     this.root = blocks(this.statements);
+    check(this.root);
     this.slots = new Map();
     this.functions = new Map();
     for (const s of this.statements) {
