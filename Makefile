@@ -77,6 +77,7 @@ bench: $(TEST)
 		--benchmark-json=out/benchmarks.json
 	$(PY) -m benchmarks.suite_speed
 	$(PY) -m benchmarks.suite_modes
+	$(PY) -m benchmarks.protocol_cost
 
 lint: $(TEST)
 	$(VENV)/bin/ruff check .

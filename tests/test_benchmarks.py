@@ -50,3 +50,14 @@ def test_the_suite_modes_script_prints_its_ratios():
     lines = run.stdout.splitlines()
     assert lines[1].startswith("in process") and " 1.00x " in lines[1]
     assert lines[2].startswith("worker") and "passed" in lines[2]
+
+
+def test_the_protocol_cost_script_prints_a_time_per_case_for_each_transport():
+    run = subprocess.run([sys.executable, "-m", "benchmarks.protocol_cost", "--rounds", "1"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    lines = run.stdout.splitlines()
+    assert "valid case files" in lines[0]
+    assert [line.split(":")[0].strip() for line in lines[1:]] == [
+        "in process", "worker", "served (cmd:)"]
+    assert " 1.00x" in lines[1] and all("ms per case" in line for line in lines[1:])
