@@ -58,6 +58,6 @@ def test_the_protocol_cost_script_prints_a_time_per_case_for_each_transport():
     assert run.returncode == 0, run.stderr[-2000:]
     lines = run.stdout.splitlines()
     assert "valid case files" in lines[0]
-    assert [line.split(":")[0].strip() for line in lines[1:]] == [
+    assert [line.split(": ")[0].strip() for line in lines[1:]] == [
         "in process", "worker", "served (cmd:)"]
     assert " 1.00x" in lines[1] and all("ms per case" in line for line in lines[1:])
