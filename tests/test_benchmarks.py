@@ -60,4 +60,4 @@ def test_the_protocol_cost_script_prints_a_time_per_case_for_each_transport():
     assert "valid case files" in lines[0]
     assert [line.split(": ")[0].strip() for line in lines[1:]] == [
         "in process", "worker", "served (cmd:)"]
-    assert " 1.00x" in lines[1] and all("ms per case" in line for line in lines[1:])
+    assert "(1.00x)" in lines[1] and all("ms per case" in line for line in lines[1:])
