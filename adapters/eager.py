@@ -117,6 +117,49 @@ class Backend:
         return int(np.asarray(self.to_numpy(value, "i32", ())).item())
 
 
+class Value:
+    """A value of a recording backend: its array, and how it was made (op, operands, attrs;
+    op None for an input)."""
+
+    __slots__ = ("array", "attrs", "op", "operands")
+
+    def __init__(self, array, op=None, operands=(), attrs=None):
+        self.array, self.op, self.operands, self.attrs = array, op, tuple(operands), attrs
+
+
+class RecordingBackend(Backend):
+    """A backend whose values remember how they were made, for a system that differentiates
+    functions (JAX) or only fresh variables (MXNet): its `gradient y x` recomputes y from a
+    new x along the record. A subclass gives `apply` (one op on arrays), `WITH_ATTRS` (the
+    ops `apply` passes attrs to) and `grad_array(y, x)`."""
+
+    WITH_ATTRS: frozenset[str] = frozenset()
+
+    def apply(self, op: str, arrays: list, attrs):
+        raise NotImplementedError
+
+    def grad_array(self, y: Value, x: Value):
+        raise NotImplementedError
+
+    def _make(self, op, operands, attrs=None) -> Value:
+        return Value(self.apply(op, [o.array for o in operands], attrs), op, operands, attrs)
+
+    def op(self, name, operands, attrs):
+        return self._make(name, operands, attrs if name in self.WITH_ATTRS else None)
+
+    def element(self, value, index):
+        return self._make("element", [value], {"index": index})
+
+    def with_element(self, value, index, element):
+        return self._make("with_element", [value, element], {"index": index})
+
+    def broadcast(self, value, shape, dtype):
+        return self._make("broadcast", [value], {"shape": tuple(shape), "dtype": dtype})
+
+    def grad(self, y, x):
+        return Value(self.grad_array(y, x), "gradient", [x], {"y": y, "x": x})
+
+
 class Program:
     """A program over a backend: `run(buffers)` evaluates it from scratch each time."""
 

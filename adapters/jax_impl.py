@@ -18,7 +18,8 @@ import numpy as np
 from gradient_conformance.adapters.eager import (
     FRAMEWORK_CAPABILITIES,
     NUMPY,
-    Backend,
+    RecordingBackend,
+    Value,
     build_with,
     reduce_axes,
     shape_of,
@@ -28,15 +29,6 @@ NAME = "jax"
 VERSION = jax.__version__
 CAPABILITIES = FRAMEWORK_CAPABILITIES
 DTYPES = {"f32": jnp.float32, "i32": jnp.int32, "bool": jnp.bool_}
-
-
-class Value:
-    """An array, and how it was made: (op, operands, attrs); op None for an input."""
-
-    __slots__ = ("array", "attrs", "op", "operands")
-
-    def __init__(self, array, op=None, operands=(), attrs=None):
-        self.array, self.op, self.operands, self.attrs = array, op, tuple(operands), attrs
 
 
 
@@ -121,8 +113,9 @@ def _grad_array(y: Value, x: Value, x_array, outer=None):
     return jax.grad(f)(x_array)
 
 
-class Jax(Backend):
+class Jax(RecordingBackend):
     name, version = NAME, VERSION
+    WITH_ATTRS = frozenset(WITH_ATTRS)  # the table above, for the recording backend
 
     def literal(self, operand):
         if operand.kind == "f32":
@@ -137,24 +130,11 @@ class Jax(Backend):
     def to_numpy(self, value, dtype, shape):
         return np.asarray(value.array).astype(NUMPY[dtype]).reshape(shape)
 
-    def _make(self, op, operands, attrs=None):
-        arrays = [o.array for o in operands]
-        return Value(_apply(op, arrays, attrs), op, operands, attrs)
+    def apply(self, op, arrays, attrs):
+        return _apply(op, arrays, attrs)
 
-    def op(self, name, operands, attrs):
-        return self._make(name, operands, attrs if name in WITH_ATTRS else None)
-
-    def element(self, value, index):
-        return self._make("element", [value], {"index": index})
-
-    def with_element(self, value, index, element):
-        return self._make("with_element", [value, element], {"index": index})
-
-    def broadcast(self, value, shape, dtype):
-        return self._make("broadcast", [value], {"shape": tuple(shape), "dtype": dtype})
-
-    def grad(self, y, x):
-        return Value(_grad_array(y, x, x.array), "gradient", [x], {"y": y, "x": x})
+    def grad_array(self, y, x):
+        return _grad_array(y, x, x.array)
 
     def index(self, value):
         return int(np.asarray(value.array))

@@ -25,7 +25,8 @@ from mxnet import autograd, np, npx
 from gradient_conformance.adapters.eager import (
     FRAMEWORK_CAPABILITIES,
     NUMPY,
-    Backend,
+    RecordingBackend,
+    Value,
     build_with,
     reduce_axes,
     shape_of,
@@ -37,15 +38,6 @@ NAME = "mxnet"
 VERSION = mxnet.__version__
 CAPABILITIES = {**FRAMEWORK_CAPABILITIES, "unsupported": ["shl", "shr", "idiv", "bitcast"]}
 DTYPES = {"f32": "float32", "i32": "int32", "bool": "bool"}
-
-
-class Value:
-    """An array, and how it was made: (op, operands, attrs); op None for an input."""
-
-    __slots__ = ("array", "attrs", "op", "operands")
-
-    def __init__(self, array, op=None, operands=(), attrs=None):
-        self.array, self.op, self.operands, self.attrs = array, op, tuple(operands), attrs
 
 
 def _reduce(a, attrs):
@@ -151,8 +143,9 @@ def _grad(y: Value, x: Value, x_array, outer: dict, variable: Value | None = Non
     return g.as_np_ndarray() if hasattr(g, "as_np_ndarray") else g
 
 
-class MXNet(Backend):
+class MXNet(RecordingBackend):
     name, version = NAME, VERSION
+    WITH_ATTRS = frozenset(WITH_ATTRS)  # the table above, for the recording backend
 
     def literal(self, operand):
         if operand.kind == "f32":
@@ -168,23 +161,11 @@ class MXNet(Backend):
     def to_numpy(self, value, dtype, shape):
         return value.array.asnumpy().astype(NUMPY[dtype]).reshape(shape)
 
-    def _make(self, op, operands, attrs=None):
-        return Value(_apply(op, [o.array for o in operands], attrs), op, operands, attrs)
+    def apply(self, op, arrays, attrs):
+        return _apply(op, arrays, attrs)
 
-    def op(self, name, operands, attrs):
-        return self._make(name, operands, attrs if name in WITH_ATTRS else None)
-
-    def element(self, value, index):
-        return self._make("element", [value], {"index": index})
-
-    def with_element(self, value, index, element):
-        return self._make("with_element", [value, element], {"index": index})
-
-    def broadcast(self, value, shape, dtype):
-        return self._make("broadcast", [value], {"shape": tuple(shape), "dtype": dtype})
-
-    def grad(self, y, x):
-        return Value(_grad(y, x, x.array, {}), "gradient", [x], {"y": y, "x": x})
+    def grad_array(self, y, x):
+        return _grad(y, x, x.array, {})
 
     def index(self, value):
         return int(value.array.asnumpy())
