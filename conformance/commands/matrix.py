@@ -103,31 +103,48 @@ def markdown(reports) -> str:
                 lines.append(f"- **{row[1]}**, `{check.removeprefix('test_')}`: "
                              f"{_one_line(first)}")
     lines += ["", "What each system does instead, as diagnosed (SPEC.md, \"Diagnosis\"): the "
-              "variants of the spec that reproduce its divergences bit for bit, with how many "
-              "divergences each explains.", ""]
+              "variants of the spec that reproduce its divergences bit for bit (several, "
+              "when more than one does), with how many divergences each explains.", ""]
+    named: dict[str, dict] = {}
     for report, _ in reports.values():
         if report is not None and report.divergences:
             lines.append(f"- **{report.implementation.get('name')}**: " +
                          "; ".join(findings(report)) + ".")
+            named.update(variants_named(report))
+    if named:
+        lines += ["", "The variants named:", ""]
+        lines += [f"- `{name}`: {v['says']} (SPEC.md, \"{v['section']}\")"
+                  for name, v in sorted(named.items())]
     return "\n".join(lines) + "\n"
 
 
+def variants_named(report: Report) -> dict[str, dict]:
+    """Each variant some diagnosis of the report names, with what it says."""
+    found = {}
+    for d in report.divergences:
+        for v in d.diagnosis.get("variants", []) + [v for pair in d.diagnosis.get("pairs", [])
+                                                    for v in pair]:
+            found[v["name"]] = v
+    return found
+
+
 def findings(report: Report) -> list[str]:
-    """A system's diagnoses, one phrase per variant (or pair) with its count, then the count
-    of divergences no variant explains (a crash or timeout is not diagnosed: counted apart)."""
+    """A system's diagnoses, one phrase per set of variants that explain a divergence (or
+    pair) with its count, then the count of divergences no variant explains, and of those
+    not diagnosed (a crash or a timeout, which no variant of the spec does)."""
     counts: dict[str, int] = {}
     unexplained = failures = 0
     for d in report.divergences:
-        named = [f"{v['says']} (`{v['name']}`)" for v in d.diagnosis.get("variants", [])]
-        named += [" and ".join(f"{v['says']} (`{v['name']}`)" for v in pair)
+        named = [f"`{v['name']}`" for v in d.diagnosis.get("variants", [])]
+        named += [" with ".join(f"`{v['name']}`" for v in pair)
                   for pair in d.diagnosis.get("pairs", [])]
-        if d.diagnosis.get("reason") or not d.diagnosis:
-            failures += 1
-        elif not named:
-            unexplained += 1
         if named:
             key = " or ".join(named)
             counts[key] = counts.get(key, 0) + 1
+        elif d.diagnosis.get("reason") or not d.diagnosis:
+            failures += 1
+        else:
+            unexplained += 1
     phrases = [f"{text}: {n}" for text, n in sorted(counts.items(), key=lambda kv: -kv[1])]
     if unexplained:
         phrases.append(f"no known variant: {unexplained}")
