@@ -85,15 +85,19 @@ def features(source: str) -> frozenset[str]:
         return frozenset()
 
 
-def run_variant(semantics, source: str, buffers) -> Outcome | None:
+def run_variant(semantics, source: str, buffers, *, build_only: bool = False) \
+        -> Outcome | None:
     """The reference's outcome under `semantics`, or None if the variant cannot express the
-    case at all (its change met something it was not written for)."""
+    case at all (its change met something it was not written for). `build_only`: the
+    implementation was only asked to build (a check of rejections), so the variant is too."""
     try:
         run = reference.build(source, semantics)
     except IRError as problem:
         return Outcome("rejected", message=str(problem))
     except Exception:  # noqa: BLE001 - a variant that does not apply here: no diagnosis
         return None
+    if build_only:
+        return Outcome("ok")
     try:
         return Outcome("ok", buffers=run({k: np.array(v) for k, v in buffers.items()}))
     except IndexOutOfRange as problem:
@@ -110,13 +114,19 @@ def _element_agrees(mine: np.ndarray, theirs: np.ndarray) -> np.ndarray:
     return (mine.ravel() == theirs.ravel())
 
 
+def _built_only(got: Outcome) -> bool:
+    """Whether the implementation was only asked to build: an acceptance with no outputs
+    (every run returns each declared slot)."""
+    return got.status == "ok" and not got.buffers
+
+
 def reproduces(variant: Outcome | None, got: Outcome) -> bool:
     """Whether the variant's outcome is the implementation's, as the checks compare."""
     if variant is None or variant.status != got.status:
         return False
     if got.status == "run-error":
         return variant.index == got.index
-    if got.status != "ok":
+    if got.status != "ok" or _built_only(got):
         return True
     return set(variant.buffers) == set(got.buffers) and all(
         variant.buffers[s].shape == got.buffers[s].shape and
@@ -144,7 +154,9 @@ def _diagnose_case(source: str, buffers, want: Outcome, got: Outcome) -> Diagnos
         return Diagnosis(reason="the implementation misbehaved: no variant of the spec does")
     uses = features(source)
     candidates = [v for v in CATALOGUE.values() if not v.tape and v.uses <= uses]
-    outcomes = {v.name: run_variant(v.semantics(), source, buffers) for v in candidates}
+    build_only = _built_only(got)
+    outcomes = {v.name: run_variant(v.semantics(), source, buffers, build_only=build_only)
+                for v in candidates}
     found = [name for name, outcome in outcomes.items() if reproduces(outcome, got)]
     diagnosis = Diagnosis(variants=found, tried=len(candidates))
     if found or got.status != "ok" or want.status != "ok":
@@ -155,7 +167,7 @@ def _diagnose_case(source: str, buffers, want: Outcome, got: Outcome) -> Diagnos
     for a, b in itertools.combinations(helpful, 2):
         diagnosis.pairs_tried += 1
         both = CATALOGUE[b].change(CATALOGUE[a].semantics())
-        if reproduces(run_variant(both, source, buffers), got):
+        if reproduces(run_variant(both, source, buffers, build_only=build_only), got):
             diagnosis.pairs.append([a, b])
     return diagnosis
 

@@ -90,6 +90,10 @@ def test_a_missed_rejection_is_diagnosed_by_the_rule_missing():
     got = _run(CATALOGUE["without-x-literal"].semantics(), source, buffers)
     named = diagnose_case(source, buffers, Outcome("rejected"), Outcome("ok", buffers=got))
     assert named.variants == ["without-x-literal"]
+    # Where the implementation was only asked to build (a check of rejections), the
+    # variants are only built too: the acceptance is what is reproduced.
+    built = diagnose_case(source, {}, Outcome("rejected"), Outcome("ok"))
+    assert built.variants == ["without-x-literal"]
 
 
 def test_a_fault_outside_the_catalogue_gets_no_name(tmp_path):

@@ -161,7 +161,7 @@ def test_xdist_reports_every_worker_s_divergences(tmp_path, jobs, figures):
     pytest.importorskip("xdist")
     report = tmp_path / "r.json"
     code, output, seconds = suite(RECIP, "-n", jobs, "-q", f"--report-json={report}",
-                                  "--max-examples=50", "-k", "recip or gradients_bit")
+                                  "--max-examples=200", "-k", "recip or gradients_bit")
     assert code == 1, output[-3000:]
     data = json.loads(report.read_text())
     assert {d["check"] for d in data["divergences"]} == {"test_case_file",
