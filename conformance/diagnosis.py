@@ -19,12 +19,12 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from gradient_conformance import reference
+from gradient_conformance.conformance.checks.compare import difference, expected
 from gradient_conformance.conformance.implementation import Outcome
 from gradient_conformance.conformance.record import f32_agree
 from gradient_conformance.conformance.variants import CATALOGUE, Variant
 from gradient_conformance.reference import exact
-from gradient_conformance.reference.errors import IndexOutOfRange, IRError
+from gradient_conformance.reference.errors import IRError
 from gradient_conformance.reference.tape import backprop_bits
 
 PAIR_CANDIDATES = 12  # variants tried in pairs, at most: 66 pairs
@@ -91,18 +91,8 @@ def run_variant(semantics, source: str, buffers, *, build_only: bool = False) \
     case at all (its change met something it was not written for). `build_only`: the
     implementation was only asked to build (a check of rejections), so the variant is too."""
     try:
-        run = reference.build(source, semantics)
-    except IRError as problem:
-        return Outcome("rejected", message=str(problem))
+        return expected(source, buffers, semantics, build_only=build_only)
     except Exception:  # noqa: BLE001 - a variant that does not apply here: no diagnosis
-        return None
-    if build_only:
-        return Outcome("ok")
-    try:
-        return Outcome("ok", buffers=run({k: np.array(v) for k, v in buffers.items()}))
-    except IndexOutOfRange as problem:
-        return Outcome("run-error", message=str(problem), index=True)
-    except Exception:  # noqa: BLE001
         return None
 
 
@@ -114,23 +104,11 @@ def _element_agrees(mine: np.ndarray, theirs: np.ndarray) -> np.ndarray:
     return (mine.ravel() == theirs.ravel())
 
 
-def _built_only(got: Outcome) -> bool:
-    """Whether the implementation was only asked to build: an acceptance with no outputs
-    (every run returns each declared slot)."""
-    return got.status == "ok" and not got.buffers
-
-
 def reproduces(variant: Outcome | None, got: Outcome) -> bool:
-    """Whether the variant's outcome is the implementation's, as the checks compare."""
-    if variant is None or variant.status != got.status:
-        return False
-    if got.status == "run-error":
-        return variant.index == got.index
-    if got.status != "ok" or _built_only(got):
-        return True
-    return set(variant.buffers) == set(got.buffers) and all(
-        variant.buffers[s].shape == got.buffers[s].shape and
-        bool(_element_agrees(variant.buffers[s], got.buffers[s]).all()) for s in got.buffers)
+    """Whether the variant's outcome is the implementation's, exactly as the checks compare
+    the spec's with it. An acceptance the implementation was only asked to build has no
+    outputs, and neither has the variant's, built only."""
+    return variant is not None and difference(variant, got) is None
 
 
 def _explained(variant: Outcome | None, got: Outcome, wrong: dict) -> int:
@@ -141,12 +119,16 @@ def _explained(variant: Outcome | None, got: Outcome, wrong: dict) -> int:
                for s, mask in wrong.items())
 
 
-def diagnose_case(source: str, buffers, want: Outcome, got: Outcome) -> Diagnosis:
-    """Which variants give `got` on this case, where the spec gives `want`."""
+def _timed(diagnose, *args) -> Diagnosis:
     started = time.monotonic()
-    diagnosis = _diagnose_case(source, buffers, want, got)
+    diagnosis = diagnose(*args)
     diagnosis.seconds = time.monotonic() - started
     return diagnosis
+
+
+def diagnose_case(source: str, buffers, want: Outcome, got: Outcome) -> Diagnosis:
+    """Which variants give `got` on this case, where the spec gives `want`."""
+    return _timed(_diagnose_case, source, buffers, want, got)
 
 
 def _diagnose_case(source: str, buffers, want: Outcome, got: Outcome) -> Diagnosis:
@@ -154,7 +136,7 @@ def _diagnose_case(source: str, buffers, want: Outcome, got: Outcome) -> Diagnos
         return Diagnosis(reason="the implementation misbehaved: no variant of the spec does")
     uses = features(source)
     candidates = [v for v in CATALOGUE.values() if not v.tape and v.uses <= uses]
-    build_only = _built_only(got)
+    build_only = got.status == "ok" and not got.buffers  # a check of rejections: built only
     outcomes = {v.name: run_variant(v.semantics(), source, buffers, build_only=build_only)
                 for v in candidates}
     found = [name for name, outcome in outcomes.items() if reproduces(outcome, got)]
@@ -162,8 +144,9 @@ def _diagnose_case(source: str, buffers, want: Outcome, got: Outcome) -> Diagnos
     if found or got.status != "ok" or want.status != "ok":
         return diagnosis
     wrong = {s: ~_element_agrees(want.buffers[s], got.buffers[s]) for s in got.buffers}
-    helpful = sorted((n for n in outcomes if _explained(outcomes[n], got, wrong)),
-                     key=lambda n: -_explained(outcomes[n], got, wrong))[:PAIR_CANDIDATES]
+    explained = {n: _explained(outcome, got, wrong) for n, outcome in outcomes.items()}
+    helpful = sorted((n for n in explained if explained[n]),
+                     key=lambda n: -explained[n])[:PAIR_CANDIDATES]
     for a, b in itertools.combinations(helpful, 2):
         diagnosis.pairs_tried += 1
         both = CATALOGUE[b].change(CATALOGUE[a].semantics())
@@ -174,10 +157,7 @@ def _diagnose_case(source: str, buffers, want: Outcome, got: Outcome) -> Diagnos
 
 def diagnose_tape(tape, want: Outcome, got: Outcome) -> Diagnosis:
     """Which tape variants give `got`'s derivatives, where the spec gives `want`'s."""
-    started = time.monotonic()
-    diagnosis = _diagnose_tape(tape, want, got)
-    diagnosis.seconds = time.monotonic() - started
-    return diagnosis
+    return _timed(_diagnose_tape, tape, want, got)
 
 
 def _diagnose_tape(tape, want: Outcome, got: Outcome) -> Diagnosis:
