@@ -18,6 +18,7 @@ from gradient_conformance.generators.case import Case
 from gradient_conformance.generators.writer import SHAPES, Val, Writer, features_of, shape_text
 from gradient_conformance.reference import errors, exact
 from gradient_conformance.reference.build import Define
+from gradient_conformance.reference.syntax import Operand, format_attr
 
 UNARY_F32 = ("sin", "recip", "sqrt", "exp2", "log2")
 I32_ARITHMETIC = ("add", "mul", "max")
@@ -315,7 +316,7 @@ def _restated_gradient(w: Writer) -> None:
     g = made[-1]
     saved = (len(w.body), len(w.pool), dict(w.written), set(w.used))
     try:
-        program = reference.compile_program("\n".join(w.defs + w.decls + w.body) + "\n")
+        program = reference.compile_program(w.text())
     except reference.IRError:
         return
     defines = [s for s in program.statements if isinstance(s, Define)]
@@ -342,15 +343,17 @@ def _restated_gradient(w: Writer) -> None:
             elif n.id in named and named[n.id] in pool:
                 vals[n.id] = pool[named[n.id]]
             elif n.op == "const" and n.shape == ():
-                vals[n.id] = Val(_literal_text(n), n.dtype, (), literal=True)
+                vals[n.id] = Val(Operand(n.dtype, "", n.attr("value")).canonical(), n.dtype,
+                                 (), literal=True)
             elif n.op not in _RESTATABLE or n.scope:
                 return None
             elif pending := [o for o in n.operands if o.id not in vals]:
                 stack.extend(pending)
             else:
                 stack.pop()
+                attrs = " ".join(f"{k}={format_attr(v)}" for k, v in n.attrs)
                 vals[n.id] = w.value(n.op, [vals[o.id] for o in n.operands], n.dtype, n.shape,
-                                     attrs=_attrs_text(n))
+                                     attrs=attrs)
         return vals[node.id]
 
     z = restate(target)
@@ -365,23 +368,11 @@ def _names_node(w: Writer, name: str, node_id: int) -> bool:
     """Whether `name`, in the program written so far, is the node `node_id` of the program
     before it (node ids follow the order nodes are made, so a prefix keeps its ids)."""
     try:
-        program = reference.compile_program("\n".join(w.defs + w.decls + w.body) + "\n")
+        program = reference.compile_program(w.text())
     except reference.IRError:
         return False
     return any(s.node.id == node_id for s in program.statements
                if isinstance(s, Define) and s.name == name)
-
-
-def _literal_text(node) -> str:
-    value = node.attr("value")
-    if node.dtype == "f32":
-        return exact.f32_to_text(value)
-    return ("true" if value else "false") if node.dtype == "bool" else str(value)
-
-
-def _attrs_text(node) -> str:
-    return " ".join(f"{key}={shape_text(value) if isinstance(value, tuple) else value}"
-                    for key, value in node.attrs)
 
 
 def _reuse(w: Writer, base) -> None:

@@ -80,11 +80,14 @@ class Writer:
     def line(self, text: str) -> None:
         self.body.append("  " * self.depth + text)
 
+    def text(self) -> str:
+        """The program as written so far, statement for statement."""
+        return "\n".join(self.defs + self.decls + self.body) + "\n"
+
     def source(self) -> str:
         """The program; pruned of what nothing observable uses (see `prune`), unless it was
         written statement by statement on purpose (invalid programs, near misses)."""
-        text = "\n".join(self.defs + self.decls + self.body) + "\n"
-        return prune(text) if self.prune else text
+        return prune(self.text()) if self.prune else self.text()
 
     def buffer(self, dtype: str, shape: tuple[int, ...], stem: str = "b") -> str:
         name = self.fresh(stem)
