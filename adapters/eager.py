@@ -127,6 +127,30 @@ class Value:
         self.array, self.op, self.operands, self.attrs = array, op, tuple(operands), attrs
 
 
+def recompute(v: Value, bound: dict, apply, gradient):
+    """v's array along the record, with the arrays in `bound` (id of a value -> array)
+    standing for those values: deepest first, on an explicit stack (records can be deep).
+    `apply(op, arrays, attrs)` computes an op; `gradient(node, x_array, memo)` a gradient
+    node's array, given its x's array and what has been recomputed so far."""
+    memo = dict(bound)
+    stack = [v]
+    while stack:
+        top = stack[-1]
+        if id(top) in memo:
+            stack.pop()
+        elif top.op is None:
+            memo[id(top)] = top.array
+            stack.pop()
+        elif pending := [o for o in top.operands if id(o) not in memo]:
+            stack.extend(pending)
+        else:
+            stack.pop()
+            arrays = [memo[id(o)] for o in top.operands]
+            memo[id(top)] = gradient(top, arrays[0], memo) if top.op == "gradient" else \
+                apply(top.op, arrays, top.attrs)
+    return memo[id(v)]
+
+
 class RecordingBackend(Backend):
     """A backend whose values remember how they were made, for a system that differentiates
     functions (JAX) or only fresh variables (MXNet): its `gradient y x` recomputes y from a

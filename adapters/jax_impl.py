@@ -21,6 +21,7 @@ from gradient_conformance.adapters.eager import (
     RecordingBackend,
     Value,
     build_with,
+    recompute,
     reduce_axes,
     shape_of,
 )
@@ -69,46 +70,14 @@ def _apply(op, arrays, attrs):
     return fn(*arrays, attrs) if op in WITH_ATTRS else fn(*arrays)
 
 
-def _recompute(v: Value, x: Value, x_array, memo: dict):
-    """v's array with x replaced by x_array, along the record (iteratively, deepest first)."""
-    stack = [v]
-    while stack:
-        top = stack[-1]
-        if id(top) in memo:
-            stack.pop()
-            continue
-        if top is x:
-            memo[id(top)] = x_array
-            stack.pop()
-            continue
-        if top.op is None:
-            memo[id(top)] = top.array
-            stack.pop()
-            continue
-        pending = [o for o in top.operands if id(o) not in memo]
-        if pending:
-            stack.extend(pending)
-            continue
-        arrays = [memo[id(o)] for o in top.operands]
-        if top.op == "gradient":
-            y, gx = top.attrs["y"], top.attrs["x"]
-            memo[id(top)] = _grad_array(y, gx, arrays[0], outer=(x, x_array, memo))
-        else:
-            memo[id(top)] = _apply(top.op, arrays, top.attrs)
-        stack.pop()
-    return memo[id(v)]
-
-
 def _grad_array(y: Value, x: Value, x_array, outer=None):
-    """jax.grad of y as a function of x, at x_array; inside an outer function, the outer
-    variable stays what the outer function was given."""
+    """jax.grad of y as a function of x, at x_array; inside an outer function (`outer`: its
+    variable and the array it was given), the outer variable stays what it was given."""
     def f(new_x):
-        memo = {}
-        if outer is not None:
-            ox, ox_array, _ = outer
-            if ox is not x:
-                memo[id(ox)] = ox_array
-        return _recompute(y, x, new_x, memo)
+        bound = {id(outer[0]): outer[1]} if outer is not None and outer[0] is not x else {}
+        bound[id(x)] = new_x
+        return recompute(y, bound, _apply, lambda node, gx_array, memo: _grad_array(
+            node.attrs["y"], node.attrs["x"], gx_array, outer=(x, new_x)))
 
     return jax.grad(f)(x_array)
 

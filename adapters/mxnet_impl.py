@@ -28,6 +28,7 @@ from gradient_conformance.adapters.eager import (
     RecordingBackend,
     Value,
     build_with,
+    recompute,
     reduce_axes,
     shape_of,
 )
@@ -82,33 +83,6 @@ def _apply(op, arrays, attrs):
     return fn(*arrays, attrs) if op in WITH_ATTRS else fn(*arrays)
 
 
-def _recompute(v: Value, bound: dict, variable: Value | None):
-    """v's array with the values in `bound` (id -> array) replaced, along the record
-    (iteratively, deepest first), recording into the autograd scope that is open.
-    `variable`: the marked x of the gradient being taken, if any."""
-    memo = dict(bound)
-    stack = [v]
-    while stack:
-        top = stack[-1]
-        if id(top) in memo:
-            stack.pop()
-        elif top.op is None:
-            memo[id(top)] = top.array
-            stack.pop()
-        elif pending := [o for o in top.operands if id(o) not in memo]:
-            stack.extend(pending)
-        else:
-            stack.pop()
-            arrays = [memo[id(o)] for o in top.operands]
-            if top.op == "gradient":
-                outer = {id(variable): memo[id(variable)]} if variable is not None else {}
-                memo[id(top)] = _grad(top.attrs["y"], top.attrs["x"], arrays[0], outer,
-                                      variable)
-            else:
-                memo[id(top)] = _apply(top.op, arrays, top.attrs)
-    return memo[id(v)]
-
-
 def _depends(y: Value, x: Value) -> bool:
     seen, stack = set(), [y]
     while stack:
@@ -136,8 +110,11 @@ def _grad(y: Value, x: Value, x_array, outer: dict, variable: Value | None = Non
         fresh.attach_grad()
     bound = {k: a for k, a in outer.items() if k != id(x)}
     bound[id(x)] = fresh
+    def inner(node, gx_array, memo):  # a gradient inside this one: x stays marked
+        return _grad(node.attrs["y"], node.attrs["x"], gx_array, {id(x): memo[id(x)]}, x)
+
     with autograd.record():
-        y_array = _recompute(y, bound, x)
+        y_array = recompute(y, bound, _apply, inner)
         (g,) = autograd.grad(y_array, [fresh], create_graph=True, retain_graph=True)
     # MXNet 1.9 gives the gradient as a legacy NDArray, even with numpy semantics on.
     return g.as_np_ndarray() if hasattr(g, "as_np_ndarray") else g
