@@ -422,10 +422,10 @@ def load(spec: str, *, timeout: float = DEFAULT_TIMEOUT, load_timeout: float = L
         command = Command(argv, timeout=timeout, cwd=base)
         said = command.probe(load_timeout)
         try:
-            return _defines_something(Implementation(
+            return Implementation(
                 spec, command, name=str(said.get("name") or spec[4:].strip()),
                 version=str(said.get("version") or ""), capabilities=said.get("capabilities"),
-                functions=_functions(said.get("functions", ["build", "backprop"]))))
+                functions=_functions(said.get("functions", ["build", "backprop"])))
         except LoadFailed:
             command.close()
             raise
@@ -452,8 +452,8 @@ def load(spec: str, *, timeout: float = DEFAULT_TIMEOUT, load_timeout: float = L
 
 
 def _functions(said) -> tuple[str, ...]:
-    """The functions a server says it offers (SPEC.md, "The protocol"); both if it says
-    nothing."""
+    """The functions a server says it offers (SPEC.md, "The protocol"), at least one; both
+    if it says nothing."""
     if not isinstance(said, list) or not set(said) <= {"build", "backprop"} or not said:
         raise LoadFailed(f"the server says it offers {said!r}: \"functions\" must be a list "
                          "of \"build\" and \"backprop\"")

@@ -26,7 +26,7 @@ import numpy as np
 
 from gradient_conformance.reference import errors, exact, gradient, rules
 from gradient_conformance.reference.graph import scoped_key
-from gradient_conformance.reference.semantics import SPEC, Semantics
+from gradient_conformance.reference.semantics import SPEC, Semantics, tape_left_fold
 
 
 @dataclass(frozen=True)
@@ -98,21 +98,8 @@ def _pairwise(e, shares, senders):
 
 
 def _post_order(operands_of) -> Callable:
-    """Depth first from the root, each node once, over `operands_of(node)`."""
-    def order(root):
-        found, seen, stack = [], {root}, [(root, iter(operands_of(root)))]
-        while stack:
-            node, operands = stack[-1]
-            for operand in operands:
-                if operand not in seen:
-                    seen.add(operand)
-                    stack.append((operand, iter(operands_of(operand))))
-                    break
-            else:
-                stack.pop()
-                found.append(node)
-        return found
-    return order
+    """The walk's post-order, descending to `operands_of(node)` instead of every operand."""
+    return lambda root: gradient.post_order(root, operands_of)
 
 
 WALK = [
@@ -541,14 +528,7 @@ REJECTIONS = [
 
 def _tape_program_order(domain, shares, senders):
     order = sorted(range(len(shares)), key=lambda k: -1 if senders[k] is None else senders[k])
-    return _tape_left([shares[k] for k in order], domain)
-
-
-def _tape_left(shares, domain):
-    total = shares[0]
-    for share in shares[1:]:
-        total = domain.add(total, share)
-    return total
+    return tape_left_fold(domain, [shares[k] for k in order], [])
 
 
 def _tape_right_fold(domain, shares, senders):

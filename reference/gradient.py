@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 from . import errors, exact
 from .errors import GradientError
@@ -128,16 +129,22 @@ def _check(y, x, line, token, on_open_range, describe, rules) -> None:
                                 "is in (its counter, or a load inside its body)")
 
 
-def post_order(root: Node) -> list[Node]:
-    """Depth first from root, operands left to right, each node once (SPEC.md, "The walk")."""
+OPERANDS = attrgetter("operands")  # what the spec's walk descends to: every operand
+
+
+def post_order(root: Node, operands_of: Callable[[Node], Iterable[Node]] = OPERANDS) \
+        -> list[Node]:
+    """Depth first from root, operands left to right, each node once (SPEC.md, "The walk").
+    `operands_of`: what the walk descends to from a node (a variant of the spec may
+    choose otherwise)."""
     order, seen = [], {root}
-    stack = [(root, iter(root.operands))]
+    stack = [(root, iter(operands_of(root)))]
     while stack:
         node, operands = stack[-1]
         for operand in operands:
             if operand not in seen:
                 seen.add(operand)
-                stack.append((operand, iter(operand.operands)))
+                stack.append((operand, iter(operands_of(operand))))
                 break
         else:
             stack.pop()

@@ -43,23 +43,23 @@ def compare(tape, want: list[int], got: Outcome, description: str) -> str | None
     return problem
 
 
-@given(data=st.data())
-def test_tapes_bit_for_bit(impl, data):
-    case = data.draw(tapes())
+def check_tape(impl, case) -> None:
+    """A drawn tape's derivatives, bit for bit against the reference's."""
     RECORDER.case({"tape"})
     got = impl.run_backprop(case.tape)
     problem = compare(case.tape, backprop_bits(case.tape), got, case.description)
     assert problem is None, f"{problem}\ntape: {case.tape}"
+
+
+@given(data=st.data())
+def test_tapes_bit_for_bit(impl, data):
+    check_tape(impl, data.draw(tapes()))
 
 
 @given(data=st.data())
 def test_tape_shares_are_summed_in_arrival_order(impl, data):
     """Tapes whose sums depend on the order: a failure's diagnosis names the order used."""
-    case = data.draw(order_sensitive_tapes())
-    RECORDER.case({"tape"})
-    got = impl.run_backprop(case.tape)
-    problem = compare(case.tape, backprop_bits(case.tape), got, case.description)
-    assert problem is None, f"{problem}\ntape: {case.tape}"
+    check_tape(impl, data.draw(order_sensitive_tapes()))
 
 
 def _true_derivative(entries, k):
