@@ -106,9 +106,11 @@ def _element_agrees(mine: np.ndarray, theirs: np.ndarray) -> np.ndarray:
 
 def reproduces(variant: Outcome | None, got: Outcome) -> bool:
     """Whether the variant's outcome is the implementation's, exactly as the checks compare
-    the spec's with it. An acceptance the implementation was only asked to build has no
-    outputs, and neither has the variant's, built only."""
-    return variant is not None and difference(variant, got) is None
+    the spec's with it, over the same slots of the same shapes. An acceptance the
+    implementation was only asked to build has no outputs, and neither has the variant's,
+    built only."""
+    return variant is not None and {s: a.shape for s, a in variant.buffers.items()} == \
+        {s: a.shape for s, a in got.buffers.items()} and difference(variant, got) is None
 
 
 def _explained(variant: Outcome | None, got: Outcome, wrong: dict) -> int:
