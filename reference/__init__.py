@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .build import Program, build_program
+from .builder import build_program
 from .errors import BuildError, GradientError, IRError, ParseError, RunError
 from .interp import NUMPY_DTYPES, Interpreter, from_numpy, to_numpy
+from .program import Program
 from .semantics import SPEC, Semantics
 from .syntax import parse
 from .tape import TapeError, backprop

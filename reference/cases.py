@@ -56,8 +56,13 @@ def value(token: str, dtype: str):
 
 def buffer_slots(source: str) -> dict[int, tuple[str, tuple[int, ...]]]:
     """slot -> (dtype, shape), from the buffer statements of a program that parses."""
+    return slots_of(parse(source))
+
+
+def slots_of(statements) -> dict[int, tuple[str, tuple[int, ...]]]:
+    """buffer_slots, for a program already parsed."""
     slots = {}
-    for s in parse(source):
+    for s in statements:
         if s.op == "buffer":
             shape = s.attr("shape", ())
             slots[s.attr("slot")] = (s.attr("dtype"), (shape,) if isinstance(shape, int)
@@ -163,13 +168,15 @@ def format_values(array: np.ndarray, dtype: str) -> str:
 
 
 def format_case(source: str, *, inputs: dict[int, np.ndarray], outputs=None, error=None,
-                run_error: bool = False, comments=(), directives=()) -> str:
+                run_error: bool = False, comments=(), directives=(), slots=None) -> str:
     """The case file for `source`: the inverse of `parse_case`. `outputs` (slot -> array) are
     expected bit for bit; `error` is a rejection kind (or "any"); `comments` open the file,
     and `directives` follow them as `#:` lines that this parser ignores (a vector's class).
     The program's own `#:` lines are dropped, so a case is never expected twice. A source
-    that does not parse (a syntax-error case) can only carry an error."""
-    slots = buffer_slots(source) if inputs or outputs else {}
+    that does not parse (a syntax-error case) can only carry an error. `slots`: the
+    program's (slots_of), when the caller has them."""
+    if slots is None:
+        slots = buffer_slots(source) if inputs or outputs else {}
     lines = [f"# {line}".rstrip() for text in comments for line in str(text).splitlines()]
     lines += [f"#: {directive}" for directive in directives]
     for slot, array in sorted(inputs.items()):

@@ -15,9 +15,9 @@ from collections.abc import Callable
 import numpy as np
 
 from . import exact
-from .build import Define, Loop, Program, Store
 from .errors import IndexOutOfRange
 from .graph import Node
+from .program import Define, Loop, Program, Store
 
 NUMPY_DTYPES = {"f32": np.float32, "i32": np.int32, "bool": np.bool_}
 

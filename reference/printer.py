@@ -6,8 +6,8 @@ same values bit for bit (tests/test_printer.py checks that).
 
 from __future__ import annotations
 
-from .build import Define, Loop, Program, Store
 from .graph import Node
+from .program import Define, Loop, Program, Store
 from .syntax import Operand, format_attr, format_program
 
 _HIDDEN = {"value", "count", "func", "index"}  # attributes shown elsewhere, or internal

@@ -13,86 +13,20 @@ from dataclasses import dataclass, field
 from . import errors, gradient
 from .errors import BuildError, GradientError
 from .graph import DTYPES, Graph, Node, SignatureError, check_shape, infer
+from .program import Define, Function, Instance, Loop, Program, Store
+from .semantics import SPEC, Semantics
 from .syntax import Operand, Statement
 
 MAX_NESTING = 64  # ranges inside ranges, and calls inside function bodies; SPEC.md, "Limits"
 _EFFECT_OPS = ("store", "end", "return", "def")
 
 
-# --- the built program ----------------------------------------------------------------------
-
-
-@dataclass(eq=False)
-class Define:
-    """A statement that names a value. `created`: the nodes this statement added to the graph
-    (for a gradient, its whole expansion), in the order made."""
-
-    line: int
-    name: str
-    node: Node
-    created: list[Node]
-    expansion: gradient.Expansion | None = None
-
-
-@dataclass(eq=False)
-class Store:
-    line: int
-    buffer: Node
-    value: Node
-    index: Node | None
-    created: list[Node]
-
-
-@dataclass(eq=False)
-class Loop:
-    line: int
-    counter: Node
-    name: str
-    count: int
-    body: list = field(default_factory=list)
-
-
-@dataclass(eq=False)
-class Instance:
-    """A function body built for one signature of arguments."""
-
-    graph: Graph
-    params: list[Node]
-    result: Node
-    statements: list[Define]
-
-
-@dataclass(eq=False)
-class Function:
-    name: str
-    line: int
-    params: list[str]
-    body: list[Statement]  # the statements between def and end, return last
-    depth: int  # how deep calls nest below it, itself included
-    instances: dict[tuple, Instance] = field(default_factory=dict)
-
-
-@dataclass(eq=False)
-class Program:
-    graph: Graph
-    statements: list  # Define | Store | Loop, in program order
-    buffers: dict[int, Node]  # slot -> buffer node
-    functions: dict[str, Function]
-    definitions: list[Statement]  # the def ... end statements as parsed, for printing
-    calls: dict[Node, Instance]  # call node -> the instance it runs
-    names: dict[Node, str]  # the first name given to each named node
-    semantics: object = None  # what it was built by (reference/semantics.py), and runs by
-
-
 # --- the builder ----------------------------------------------------------------------------
 
 
-def build_program(statements: list[Statement], semantics=None) -> Program:
+def build_program(statements: list[Statement], semantics: Semantics = SPEC) -> Program:
     """Build and check a parsed program, by the spec or by `semantics`. Raises BuildError or
     GradientError."""
-    if semantics is None:
-        from .semantics import SPEC  # semantics.py builds on this module's neighbours
-        semantics = SPEC
     return _Builder(semantics).run(statements)
 
 
