@@ -21,7 +21,7 @@ import dataclasses
 
 import numpy as np
 
-from gradient_conformance.reference.build import build_program
+from gradient_conformance.reference.builder import build_program
 from gradient_conformance.reference.interp import NUMPY_DTYPES
 from gradient_conformance.reference.syntax import Operand, Statement, parse
 

@@ -12,7 +12,7 @@ import pathlib
 import numpy as np
 import pytest
 
-from gradient_conformance.conformance.implementation import load
+from gradient_conformance.conformance.transports.loading import load
 from gradient_conformance.reference import cases
 
 WORKLOADS = pathlib.Path(__file__).resolve().parent / "workloads"

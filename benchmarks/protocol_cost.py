@@ -16,7 +16,7 @@ import sys
 import time
 
 from gradient_conformance import resource
-from gradient_conformance.conformance.implementation import load
+from gradient_conformance.conformance.transports.loading import load
 from gradient_conformance.reference import cases
 
 

@@ -12,7 +12,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
+import json
+import os
 import sys
 import time
 
@@ -22,28 +25,21 @@ from hypothesis import strategies as st
 
 from benchmarks.workloads.make import chain
 from gradient_conformance import reference
-from gradient_conformance.conformance.checks import (
-    test_derivative,
-    test_forward,
-    test_gradient_bits,
-    test_rejection,
-)
-from gradient_conformance.conformance.checks.compare import exclusions
-from gradient_conformance.conformance.implementation import load
-from gradient_conformance.conformance.record import RECORDER
+from gradient_conformance.conformance.commands.suite import suite_arguments
+from gradient_conformance.conformance.plugin import PROPERTY
 from gradient_conformance.generators import (
     differentiable_programs,
     exact_programs,
     invalid_gradients,
 )
 
+# What is measured -> (the check, as pytest -k selects it; the strategy it draws from).
 CHECKS = {
-    "forward bits": (test_forward.test_exact_programs_bit_for_bit, exact_programs),
-    "gradient bits": (test_gradient_bits.test_gradients_bit_for_bit, differentiable_programs),
-    "finite differences": (test_derivative.test_gradients_are_near_the_true_derivative,
+    "forward bits": ("test_exact_programs_bit_for_bit", exact_programs),
+    "gradient bits": ("test_gradients_bit_for_bit", differentiable_programs),
+    "finite differences": ("test_gradients_are_near_the_true_derivative",
                            differentiable_programs),
-    "rejection": (test_rejection.test_invalid_gradients_are_rejected,
-                  lambda exclude: invalid_gradients()),
+    "rejection": ("test_invalid_gradients_are_rejected", lambda exclude: invalid_gradients()),
 }
 
 
@@ -66,13 +62,30 @@ def draw_rate(strategy, n: int) -> tuple[float, float]:
     return len(sizes) / (time.perf_counter() - start), sum(sizes) / max(len(sizes), 1)
 
 
-def check_rate(test, impl, n: int) -> float:
-    """Cases checked per second by one of the suite's checks."""
-    wrapped = _settings(n)(given(data=st.data())(test.hypothesis.inner_test))
-    RECORDER.begin("speed", "speed")
-    start = time.perf_counter()
-    wrapped(impl=impl)
-    return RECORDER.cases / (time.perf_counter() - start)
+class _Rates:
+    """A pytest plugin that adds up the cases the checks ran (from their records) and the
+    time their call phases took."""
+
+    def __init__(self):
+        self.cases, self.seconds = 0, 0.0
+
+    def pytest_runtest_logreport(self, report):
+        for name, value in report.user_properties:
+            if name == PROPERTY and report.when == "call":
+                self.cases += json.loads(value).get("cases", 0)
+                self.seconds += report.duration
+
+
+def check_rate(check: str, spec: str, n: int) -> float:
+    """Cases checked per second by one of the suite's checks, run as the suite runs it (the
+    implementation's start left out)."""
+    import pytest
+    rates = _Rates()
+    with open(os.devnull, "w") as quiet, contextlib.redirect_stdout(quiet):
+        pytest.main(suite_arguments([f"--impl={spec}", "--profile=ci", f"--max-examples={n}",
+                                     "--no-shrink", "-k", check, "-p", "no:cacheprovider",
+                                     "-q"]), plugins=[rates])
+    return rates.cases / max(rates.seconds, 1e-9)
 
 
 def chain_figures(sizes=(1_000, 10_000, 100_000), *,
@@ -115,14 +128,13 @@ def main(argv=None) -> int:
                         help="implementations (default: reference and the fast one)")
     parser.add_argument("--no-chains", action="store_true")
     args = parser.parse_args(argv)
-    impls = [load(s) for s in (args.impl or ["reference",
-                                            "gradient_conformance.implementations.fast"])]
+    impls = args.impl or ["reference", "gradient_conformance.implementations.fast"]
     print(f"cases per second, {args.examples} examples each (derandomized)")
     print(f"{'check':<20} {'draw only':>10} {'statements':>10} " +
-          " ".join(f"{i.label:>22}" for i in impls) + "  target")
-    for name, (test, strategy) in CHECKS.items():
-        drawn, statements = draw_rate(strategy(exclude=exclusions(impls[0])), args.examples)
-        rates = [check_rate(test, impl, args.examples) for impl in impls]
+          " ".join(f"{i.rsplit('.', 1)[-1]:>22}" for i in impls) + "  target")
+    for name, (check, strategy) in CHECKS.items():
+        drawn, statements = draw_rate(strategy(exclude=frozenset()), args.examples)
+        rates = [check_rate(check, impl, args.examples) for impl in impls]
         target = 30.0 if name == "finite differences" else drawn / 2
         verdict = "met" if min(rates) >= target else "MISSED"
         print(f"{name:<20} {drawn:>10.1f} {statements:>10.1f} " +

@@ -15,7 +15,6 @@ xdist controller, sees every worker's.
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import os
 import pathlib
@@ -111,12 +110,7 @@ class Run:
         self.profile = config.getoption("--conformance-profile")
         self.cases_dir = self._cases_dir()
         self.started, self.clock = time.time(), time.monotonic()
-        self.outcomes: dict[str, dict[str, int]] = {}
-        self.skips: dict[str, set[str]] = {}
-        self.ops: dict[str, dict[str, list[int]]] = {}
-        self.ulps: dict[str, dict] = {}
-        self.figures: dict[str, dict] = {}
-        self.divergences: list = []
+        self.totals = None  # made when the first record arrives (Totals imports the oracle)
         self.written: list[pathlib.Path] = []
         self.impl = None
 
@@ -136,27 +130,10 @@ class Run:
 
     def take(self, record: dict) -> None:
         """One check's record, from this process or an xdist worker."""
-        from gradient_conformance.conformance.record import merge_figures
-        from gradient_conformance.reports.records import divergence_from_dict
-        check = record["check"]
-        per_check = self.outcomes.setdefault(check, {})
-        per_check[record["outcome"]] = per_check.get(record["outcome"], 0) + 1
-        if record.get("skip"):
-            self.skips.setdefault(check, set()).add(record["skip"])
-        divergence = record.get("divergence")
-        failed_ops = set()
-        if divergence is not None:
-            d = divergence_from_dict(divergence)
-            self.divergences.append(d)
-            failed_ops = d.ops
-        for op, cases in record.get("ops", {}).items():
-            cell = self.ops.setdefault(op, {}).setdefault(check, [0, 0])
-            cell[0] += cases
-        for op in failed_ops:
-            self.ops.setdefault(op, {}).setdefault(check, [0, 0])[1] += 1
-        self.ulps.update(record.get("ulps", {}))
-        for name, values in record.get("figures", {}).items():
-            self.figures[name] = merge_figures(self.figures.get(name, {}), values)
+        if self.totals is None:
+            from gradient_conformance.conformance.totals import Totals
+            self.totals = Totals()
+        self.totals.take(record)
 
     # Hooks of this run, registered as a plugin of its own when --impl is given.
 
@@ -174,9 +151,9 @@ class Run:
                 self.take(json.loads(value))
 
     def pytest_sessionfinish(self, session, exitstatus):
-        if _worker_id(self.config) is not None or not self.outcomes:
+        if _worker_id(self.config) is not None or self.totals is None:
             return
-        from gradient_conformance.conformance.record import write_atomically
+        from gradient_conformance.conformance.divergence import write_atomically
         from gradient_conformance.reports.html import render
         from gradient_conformance.reports.records import to_json
         report = self.report()
@@ -189,11 +166,12 @@ class Run:
                 self.written.append(path)
 
     def pytest_terminal_summary(self, terminalreporter):
-        if _worker_id(self.config) is not None:
+        if _worker_id(self.config) is not None or self.totals is None:
             return
-        from gradient_conformance.conformance.record import describe_figures
-        lines = describe_figures(self.figures)
-        diagnosed = [d.diagnosis.get("seconds", 0.0) for d in self.divergences if d.diagnosis]
+        from gradient_conformance.reports.terminal import figures_lines
+        lines = figures_lines(self.totals.figures)
+        diagnosed = [d.diagnosis.get("seconds", 0.0) for d in self.totals.divergences
+                     if d.diagnosis]
         if diagnosed:
             run = time.monotonic() - self.clock
             lines.append(f"diagnosis: {len(diagnosed)} divergences re-run under the catalogue's "
@@ -208,7 +186,7 @@ class Run:
                 terminalreporter.write_line(line)
         for path in self.written:
             terminalreporter.write_line(f"report written: {_shown(path, self.base)}")
-        saved = [d for d in self.divergences if d.case_file]
+        saved = [d for d in self.totals.divergences if d.case_file]
         if saved:
             terminalreporter.write_line(
                 f"{len(saved)} divergences saved as case files in "
@@ -222,7 +200,7 @@ class Run:
         import numpy
 
         from gradient_conformance.reports.records import Report
-        impl = self.impl
+        impl, totals = self.impl, self.totals
         versions = {"python": sys.version.split()[0], "numpy": numpy.__version__,
                     "hypothesis": hypothesis.__version__}
         try:
@@ -234,9 +212,9 @@ class Run:
                             "capabilities": impl.capabilities},
             profile=self.profile,
             started=time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(self.started)),
-            seconds=time.monotonic() - self.clock, checks=self.outcomes,
-            skips={c: sorted(r) for c, r in self.skips.items()}, ops=self.ops,
-            ulps=self.ulps, divergences=self.divergences, versions=versions,
+            seconds=time.monotonic() - self.clock, checks=totals.outcomes,
+            skips={c: sorted(r) for c, r in totals.skips.items()}, ops=totals.ops,
+            ulps=totals.ulps, divergences=totals.divergences, versions=versions,
             command=shlex.join(_command_line(self.config)),
             isolation=_isolation(self.config, self.spec))
 
@@ -282,7 +260,7 @@ def pytest_configure(config):
     from hypothesis import HealthCheck, Phase, settings
 
     from gradient_conformance import resource
-    from gradient_conformance.conformance.implementation import LoadFailed, load
+    from gradient_conformance.conformance.transports.loading import LoadFailed, load
     run = Run(config, specs[0])
     values = dict(PROFILES[run.profile])
     if config.getoption("--conformance-max-examples"):
@@ -324,16 +302,14 @@ def pytest_report_header(config):
 # --- collection ------------------------------------------------------------------------------
 
 
-@functools.cache
-def _checks_dir() -> pathlib.Path:
-    from gradient_conformance.conformance import checks
-    return pathlib.Path(checks.__file__).resolve().parent
-
-
 def is_check(item) -> bool:
-    """Whether a collected test is one of the suite's checks (not a user's own test)."""
-    path = getattr(item, "path", None)
-    return path is not None and pathlib.Path(path).resolve().parent == _checks_dir()
+    """Whether a collected test is one of the suite's checks: a test that takes this
+    plugin's `impl` fixture. The installed checks do; so does a check file of the user's
+    own given on the command line. A user's test with an `impl` fixture of its own is not
+    one."""
+    info = getattr(item, "_fixtureinfo", None)
+    definitions = info.name2fixturedefs.get("impl", ()) if info is not None else ()
+    return bool(definitions) and getattr(definitions[-1].func, "__module__", "") == __name__
 
 
 def stable_id(item) -> str:
@@ -388,6 +364,9 @@ def pytest_collection_modifyitems(session, config, items):
 # --- running ---------------------------------------------------------------------------------
 
 
+TALLY_KEY = pytest.StashKey["object"]()
+
+
 @pytest.fixture(scope="session")
 def impl(request):
     """The implementation under test (the suite's checks take it as a fixture)."""
@@ -397,7 +376,14 @@ def impl(request):
     return run.impl
 
 
-def _check_name(item) -> str:
+@pytest.fixture
+def tally(request):
+    """What this check measures as it runs (conformance/running.py, `Tally`): new for each
+    check, and read when it ends."""
+    return request.node.stash[TALLY_KEY]
+
+
+def check_name(item) -> str:
     return getattr(item, "originalname", None) or item.name
 
 
@@ -405,8 +391,8 @@ def pytest_runtest_setup(item):
     run = item.config.stash.get(RUN_KEY, None)
     if run is None or not is_check(item):
         return
-    from gradient_conformance.conformance.record import RECORDER
-    RECORDER.begin(_check_name(item), stable_id(item))
+    from gradient_conformance.conformance.running import Tally
+    item.stash[TALLY_KEY] = Tally()
     run.impl.begin_check()
     needs = getattr(item.module, "PROTOCOL_FUNCTION", "build")
     if not run.impl.provides(needs):
@@ -417,39 +403,55 @@ def pytest_runtest_setup(item):
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item, call):
     """Put what the check saw on its report: the outcome under its check's name, its
-    divergence (saved as a case file, and shown as the failure's text), the cases it ran per
+    divergence (its case file saved, and shown as the failure's text), the cases it ran per
     op, and its figures."""
     report = yield
     run = item.config.stash.get(RUN_KEY, None)
     if run is None or not is_check(item):
         return report
-    from gradient_conformance.conformance.implementation import Abandoned
-    from gradient_conformance.conformance.record import RECORDER, terminal_text
-    from gradient_conformance.reports.records import divergence_to_dict
-    check = _check_name(item)
+    check = check_name(item)
     record = None
     if hasattr(report, "wasxfail"):
-        RECORDER.pending = None
         record = {"check": check, "outcome": "xfailed"}
     elif call.when == "call":
-        record = {"check": check, "outcome": report.outcome,
-                  "ops": dict(RECORDER.ops), "ulps": RECORDER.ulps,
-                  "figures": RECORDER.figures}
-        d = RECORDER.finish(report.failed, report.longreprtext, impl_spec=run.spec,
-                            cases_dir=run.cases_dir, base=run.base)
-        if d is not None and call.excinfo is not None and call.excinfo.errisinstance(Abandoned):
-            d.description = "\n".join(filter(None, [d.description, f"({call.excinfo.value})"]))
-        if d is not None:
-            record["divergence"] = divergence_to_dict(d)
-            if d.source or d.elements:
-                report.longrepr = terminal_text(d)
+        tally = item.stash[TALLY_KEY]
+        record = {"check": check, "outcome": report.outcome, **tally.record()}
+        if report.failed:
+            d = _divergence(run, check, stable_id(item), call.excinfo, tally,
+                            report.longreprtext)
+            record["divergence"] = d
     elif report.outcome != "passed":  # a skip or an error in setup, or an error in teardown
         record = {"check": check, "outcome": "skipped" if report.skipped else "failed"}
     if record is not None:
+        if record.get("divergence") is not None:
+            from gradient_conformance.reports.records import divergence_to_dict
+            from gradient_conformance.reports.terminal import terminal_text
+            d = record["divergence"]
+            if d.source or d.elements:
+                report.longrepr = terminal_text(d)
+            record["divergence"] = divergence_to_dict(d)
         if report.skipped and isinstance(report.longrepr, tuple):
             record["skip"] = str(report.longrepr[2]).removeprefix("Skipped: ")
         report.user_properties.append((PROPERTY, json.dumps(record)))
     return report
+
+
+def _divergence(run, check: str, test_id: str, excinfo, tally, text: str):
+    """The divergence of a failed check: the one it raised, or (when the implementation
+    made the suite stop shrinking) the last one it found, or its failure's text alone."""
+    from gradient_conformance.conformance import divergence
+    from gradient_conformance.conformance.running import Diverged
+    from gradient_conformance.conformance.transports.loading import Abandoned
+    if excinfo is not None and excinfo.errisinstance(Diverged):
+        d = divergence.describe(check, test_id, excinfo.value.finding)
+    elif excinfo is not None and excinfo.errisinstance(Abandoned) and tally.last is not None:
+        d = divergence.describe(check, test_id, tally.last)
+        d.description = "\n".join(filter(None, [d.description, f"({excinfo.value})"]))
+    else:
+        return divergence.undescribed(check, test_id, text)
+    if run.cases_dir is not None:
+        divergence.save(d, run.cases_dir, run.spec, run.base)
+    return d
 
 
 def _shown(path: pathlib.Path, base: pathlib.Path) -> str:

@@ -17,7 +17,7 @@ from gradient_conformance.generators.buffers import SMOOTH_F32, buffers_for, kin
 from gradient_conformance.generators.case import Case
 from gradient_conformance.generators.writer import SHAPES, Val, Writer, features_of, shape_text
 from gradient_conformance.reference import errors, exact
-from gradient_conformance.reference.build import Define
+from gradient_conformance.reference.program import Define
 from gradient_conformance.reference.syntax import Operand, format_attr
 
 UNARY_F32 = ("sin", "recip", "sqrt", "exp2", "log2")

@@ -232,12 +232,26 @@ class Writer:
         return g
 
 
+# Every name features_of gives: the ops, and the features an implementation may declare
+# unsupported (CAPABILITIES; SPEC.md, "The protocol").
+FEATURES = frozenset({
+    "add", "mul", "max", "recip", "exp2", "log2", "sqrt", "sin", "idiv", "mod", "and", "or",
+    "xor", "shl", "shr", "cmplt", "cmpne", "where", "cast", "bitcast", "reduce", "reduce_mul",
+    "expand", "reshape", "detach", "gradient", "load", "store", "range", "call",
+    "higher_order"})
+
+
 def features_of(source: str) -> frozenset[str]:
     """The ops a program uses (`reduce_mul` for a reduce op=mul), and `higher_order` when a
     gradient's loss or x depends on the result of another gradient."""
+    return features_of_statements(parse(source))
+
+
+def features_of_statements(statements) -> frozenset[str]:
+    """features_of, for a program already parsed."""
     features: set[str] = set()
     from_gradient: set[str] = set()
-    for s in parse(source):
+    for s in statements:
         if s.op in ("def", "end", "return", "buffer"):
             continue
         features.add("reduce_mul" if s.op == "reduce" and s.attr("op") == "mul" else s.op)

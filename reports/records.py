@@ -71,10 +71,11 @@ class Divergence:
     # variants, pairs, tried, pairs_tried, reason; and its line, as the terminal shows it.
     diagnosis: dict = field(default_factory=dict)
     diagnosis_line: str = ""
-
-    @property
-    def ops(self) -> frozenset[str]:
-        return frozenset(op for op in self.signature[1].split("+") if op)
+    ops: list[str] = field(default_factory=list)  # the IR's ops the differing output used
+    # The case file that replays it, as text, and the name it is saved under (its content's
+    # hash): whoever keeps the store writes it (conformance/divergence.py, `save`).
+    case_text: str = ""
+    case_name: str = ""
 
     @property
     def key(self) -> str:
@@ -188,7 +189,7 @@ def representatives(divergences: list[Divergence]) -> list[Divergence]:
                     key=lambda d: (len(d.ops), d.statements, len(d.source))):
         for rep in shown:
             if rep.check == d.check and _symptom(rep) == _symptom(d) and rep.ops and \
-                    rep.ops <= d.ops:
+                    set(rep.ops) <= set(d.ops):
                 rep.also = sorted({*rep.also, d.key})
                 break
         else:

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from gradient_conformance.conformance.commands.replay import replay
-from gradient_conformance.conformance.implementation import load
+from gradient_conformance.conformance.transports.loading import load
 from tests.conftest import CASES, suite
 
 EXAMPLES = CASES / "examples"

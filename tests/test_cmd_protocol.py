@@ -10,7 +10,11 @@ import textwrap
 import numpy as np
 import pytest
 
-from gradient_conformance.conformance.protocol import Command, decode_buffer, encode_buffer
+from gradient_conformance.conformance.transports.jsonlines import (
+    Command,
+    decode_buffer,
+    encode_buffer,
+)
 from gradient_conformance.reference import cases
 from tests.conftest import CASES, FAST, ROOT
 
@@ -117,7 +121,7 @@ def test_a_run_reply_without_buffers_is_junk(fake):
 def test_a_served_module_says_what_it_is_and_what_it_claims(tmp_path):
     """The reply to the first request carries the module's NAME, VERSION and CAPABILITIES,
     so a system served from another venv is measured on what it claims, as in process."""
-    from gradient_conformance.conformance.implementation import LoadFailed, load
+    from gradient_conformance.conformance.transports.loading import LoadFailed, load
     (tmp_path / "partial.py").write_text(textwrap.dedent(f"""\
         from {FAST} import build  # noqa: F401
         NAME, VERSION = "partial", "7"

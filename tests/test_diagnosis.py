@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 
 from gradient_conformance import reference
-from gradient_conformance.conformance.diagnosis import diagnose_case
-from gradient_conformance.conformance.implementation import Outcome
-from gradient_conformance.conformance.variants import CATALOGUE, EQUIVALENT, numpy_sum_row
+from gradient_conformance.conformance.diagnosis.diagnose import diagnose_case
+from gradient_conformance.conformance.diagnosis.variants import CATALOGUE, EQUIVALENT, numpy_sum_row
+from gradient_conformance.conformance.outcome import Outcome
+from gradient_conformance.conformance.running import Reading
 from gradient_conformance.reference import cases, exact
 from tests.conftest import CASES, ROOT, suite
 
@@ -73,14 +74,14 @@ def test_a_variant_is_named_only_when_it_gives_every_bit():
     source, buffers = _case_file("gradient/op_form_recip.ir")
     want = Outcome("ok", _run(reference.SPEC, source, buffers))
     got = Outcome("ok", _run(CATALOGUE["recip-form"].semantics(), source, buffers))
-    named = diagnose_case(source, buffers, want, got)
+    named = diagnose_case(Reading(source), buffers, want, got)
     assert "recip-form" in named.variants and named.tried > 0
     assert named.line().startswith("diagnosis: the spec, but one that")
     off = {k: v.copy() for k, v in got.buffers.items()}
     off[1] = (off[1].view(np.uint32) ^ np.uint32(1)).view(np.float32)  # one more bit wrong
-    nothing = diagnose_case(source, buffers, want, Outcome("ok", off))
+    nothing = diagnose_case(Reading(source), buffers, want, Outcome("ok", off))
     assert not nothing.found and "no known variant" in nothing.line()
-    crashed = diagnose_case(source, buffers, want, Outcome("failure", reason="crash"))
+    crashed = diagnose_case(Reading(source), buffers, want, Outcome("failure", reason="crash"))
     assert not crashed.found and not crashed.tried
 
 
@@ -88,11 +89,11 @@ def test_a_missed_rejection_is_diagnosed_by_the_rule_missing():
     source = (CASES / "examples" / "lesson_literal_x.ir").read_text()
     buffers = cases.initial_buffers(cases.parse_case(source), cases.buffer_slots(source))
     got = _run(CATALOGUE["without-x-literal"].semantics(), source, buffers)
-    named = diagnose_case(source, buffers, Outcome("rejected"), Outcome("ok", buffers=got))
+    named = diagnose_case(Reading(source), buffers, Outcome("rejected"), Outcome("ok", buffers=got))
     assert named.variants == ["without-x-literal"]
     # Where the implementation was only asked to build (a check of rejections), the
     # variants are only built too: the acceptance is what is reproduced.
-    built = diagnose_case(source, {}, Outcome("rejected"), Outcome("ok"))
+    built = diagnose_case(Reading(source), {}, Outcome("rejected"), Outcome("ok"))
     assert built.variants == ["without-x-literal"]
 
 
@@ -139,3 +140,33 @@ def test_a_sample_of_the_catalogue_is_killed(name):
     """The catalogue as mutants (the whole run: gradient-conformance mutants)."""
     code, output, _ = suite(f"variant:{name}", "-q", "-x")
     assert code == 1 or name in EQUIVALENT, output[-3000:]
+
+
+def test_a_divergence_parses_its_program_at_most_twice(monkeypatch):
+    """The check's reading, and at most one more: describing it (the cone, the trace, the
+    case file) and diagnosing it (every variant, and the pairs) build from that parse."""
+    import sys
+
+    from gradient_conformance.conformance.divergence import describe
+    from gradient_conformance.conformance.running import Finding
+    from gradient_conformance.reference import syntax
+    source, buffers = _case_file("gradient/op_form_recip.ir")
+    parsed = []
+    original = syntax.parse
+
+    def counting(text, *args, **kwargs):
+        parsed.append(text)
+        return original(text, *args, **kwargs)
+
+    for module in list(sys.modules.values()):
+        if getattr(module, "parse", None) is original:
+            monkeypatch.setattr(module, "parse", counting)
+    reading = Reading(source)
+    want = reading.outcome(buffers)
+    off = {k: v.copy() for k, v in want.buffers.items()}
+    off[1] = (off[1].view(np.uint32) ^ np.uint32(1)).view(np.float32)  # no variant does this
+    d = describe("check", "id", Finding("s", want, Outcome("ok", off), reading=reading,
+                                        buffers=buffers))
+    assert d.diagnosis["tried"] > 20  # every variant that could matter was built and run
+    assert d.trace and d.case_text and d.highlight
+    assert 1 <= parsed.count(source) <= 2, len(parsed)

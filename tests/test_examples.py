@@ -85,7 +85,7 @@ def test_cases_cover_every_gradient_rule():
 
 
 def _visits(statements):
-    from gradient_conformance.reference.build import Define, Loop
+    from gradient_conformance.reference.program import Define, Loop
     for s in statements:
         if isinstance(s, Loop):
             yield from _visits(s.body)

@@ -18,7 +18,7 @@ import pytest
 
 from gradient_conformance.conformance.commands.fuzz import Progress, fuzz
 from gradient_conformance.conformance.commands.replay import replay
-from gradient_conformance.conformance.implementation import load
+from gradient_conformance.conformance.transports.loading import load
 from gradient_conformance.reports.records import (
     Divergence,
     divergence_from_dict,
@@ -83,22 +83,34 @@ def test_ctrl_c_writes_the_report(tmp_path):
     assert process.returncode == 1
 
 
-def test_progress_keeps_the_smallest_of_each_signature():
-    progress = Progress([CHECK])
+def test_progress_keeps_the_smallest_of_each_signature(tmp_path):
+    progress = Progress(tmp_path, FAULT)
     sig = (CHECK, "add+gradient+recip", "bits")
-    big = Divergence(CHECK, "i", "s", source="a\nb\nc", statements=3, signature=sig)
-    small = Divergence(CHECK, "i", "s", source="a\nb", statements=2, signature=sig)
-    other = Divergence(CHECK, "i", "s", source="a", statements=1,
-                       signature=(CHECK, "mul", "bits"))
-    for worker, d in enumerate([big, small, other, big]):
-        progress.take((worker % 2, "divergence", divergence_to_dict(d)))
-    progress.take((0, "cases", CHECK, 10, {"add": 10}))
-    progress.take((1, "cases", CHECK, 5, {"add": 5}))
+
+    def found(source: str, statements: int, signature=sig, ops=("add", "gradient", "recip")):
+        d = Divergence(CHECK, "i", "s", source=source, statements=statements,
+                       signature=signature, ops=list(ops), case_text=source + "\n",
+                       case_name=f"{CHECK}-{statements}.ir")
+        return {"check": CHECK, "outcome": "failed", "cases": 0,
+                "divergence": divergence_to_dict(d)}
+
+    big, small = found("a\nb\nc", 3), found("a\nb", 2)
+    other = found("a", 1, (CHECK, "mul", "bits"), ("mul",))
+    for worker, record in enumerate([big, small, other, big]):
+        progress.take((worker % 2, "record", record))
+    progress.take((0, "record", {"check": CHECK, "outcome": "passed", "cases": 10,
+                                 "ops": {"add": 10}}))
+    progress.take((1, "record", {"check": CHECK, "outcome": "passed", "cases": 5,
+                                 "ops": {"add": 5}}))
     report = progress.report(jobs=2)
     assert [d.source for d in report.divergences] == ["a\nb", "a"]
     assert progress.found == 4 and report.checks[CHECK] == {"cases": 15, "failed": 2}
     # Cases per op, summed over the workers; divergences per op, of every one found.
     assert report.ops["add"] == {CHECK: [15, 3]} and report.ops["mul"] == {CHECK: [0, 1]}
+    # The store keeps the smallest of each signature, as it arrived: both cases of `sig`
+    # were written (the big one first), and the smallest's record is the last written.
+    assert sorted(p.name for p in (tmp_path / "divergences").glob("*/*.ir")) == [
+        f"{CHECK}-1.ir", f"{CHECK}-2.ir", f"{CHECK}-3.ir"]
 
 
 def _finds_from_the_database(tmp_path, database: str) -> None:

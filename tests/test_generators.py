@@ -29,9 +29,9 @@ from gradient_conformance.generators.buffers import POISON, output_only_slots
 from gradient_conformance.generators.strategies import _bitcast, arrival_order
 from gradient_conformance.generators.writer import Writer
 from gradient_conformance.reference import cases, exact
-from gradient_conformance.reference.build import Define, Loop
 from gradient_conformance.reference.errors import RULES, IRError
 from gradient_conformance.reference.graph import SIGNATURES
+from gradient_conformance.reference.program import Define, Loop
 from gradient_conformance.reference.rules import RULES as RULE_TABLE
 from gradient_conformance.reference.rules import rule_key
 

@@ -26,7 +26,7 @@ def _program(body: str, shape: str = "[]"):
 
 
 def _node_of(program, name):
-    from gradient_conformance.reference.build import Define, Loop
+    from gradient_conformance.reference.program import Define, Loop
 
     def find(statements):
         for s in statements:

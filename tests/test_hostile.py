@@ -22,8 +22,8 @@ import tomllib
 import numpy as np
 import pytest
 
-from gradient_conformance.conformance.implementation import load
-from gradient_conformance.conformance.process import Child, ChildFailed
+from gradient_conformance.conformance.transports.loading import load
+from gradient_conformance.conformance.transports.process import Child, ChildFailed
 from tests.conftest import ROOT, suite
 
 HERE = ROOT / "tests" / "hostile"

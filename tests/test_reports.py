@@ -16,8 +16,10 @@ import numpy as np
 import pytest
 
 from gradient_conformance.conformance.commands.replay import replay
-from gradient_conformance.conformance.implementation import Outcome, load
-from gradient_conformance.conformance.record import describe
+from gradient_conformance.conformance.divergence import describe
+from gradient_conformance.conformance.outcome import Outcome
+from gradient_conformance.conformance.running import Finding, Reading
+from gradient_conformance.conformance.transports.loading import load
 from gradient_conformance.reference import cases
 from gradient_conformance.reports.html import render, ulp_chart
 from gradient_conformance.reports.records import (
@@ -215,7 +217,8 @@ def test_json_round_trips_and_refuses_other_schemas():
     buffers = cases.initial_buffers(case, slots)
     want = Outcome("ok", {1: np.array(1.0, np.float32)})
     got = Outcome("ok", {1: np.array(-0.0, np.float32)})
-    d = describe("check", "id", source, buffers, want, got, summary="s")
+    d = describe("check", "id", Finding("s", want, got, reading=Reading(source),
+                                        buffers=buffers))
     assert d.signature[2] == "bits" and d.elements[0].ulps is not None
     report = Report(implementation={"name": "x"}, divergences=[d])
     again = from_json(to_json(report))
@@ -232,11 +235,12 @@ def test_kinds_of_difference():
     kinds = []
     for got in ([-0.0, 1.0, np.nan, np.inf], [0.0, np.nan, np.nan, np.inf],
                 [0.0, 1.0, np.nan, 3.0], [0.0, 1.5, np.nan, np.inf]):
-        d = describe("c", "i", src, {}, want, Outcome("ok", {0: np.array(got, np.float32)}),
-                     summary="")
+        d = describe("c", "i", Finding("", want, Outcome("ok", {0: np.array(got, np.float32)}),
+                                       reading=Reading(src)))
         kinds.append(d.signature[2])
     assert kinds == ["signed-zero", "nan", "infinity", "bits"]
-    rejected = describe("c", "i", src, {}, want, Outcome("rejected", message="no"), summary="")
+    rejected = describe("c", "i", Finding("", want, Outcome("rejected", message="no"),
+                                          reading=Reading(src)))
     assert rejected.signature == ("c", "sqrt", "ok->rejected")
 
 
@@ -285,7 +289,7 @@ def test_vectors_export_and_check(tmp_path):
 def test_representatives_merge_what_a_simpler_divergence_explains():
     def d(ops, kind, statements, check="c"):
         return Divergence(check, "i", "s", source="x\n" * statements, statements=statements,
-                          signature=(check, ops, kind))
+                          signature=(check, ops, kind), ops=ops.split("+"))
     small = d("gradient+recip", "bits", 5)
     shown = representatives([d("add+gradient+recip", "nan", 7), small,
                              d("gradient+recip+sqrt", "signed-zero", 9),

@@ -10,7 +10,7 @@ import re
 import pytest
 
 from gradient_conformance.conformance.commands.vectors import KINDS, draw_cases
-from gradient_conformance.conformance.implementation import load
+from gradient_conformance.conformance.transports.loading import load
 from gradient_conformance.generators.tapes import invalid_tapes, tapes
 from gradient_conformance.implementations.faults import FAULTS, TAPE_FAULTS
 from gradient_conformance.reference import cases

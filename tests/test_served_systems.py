@@ -11,7 +11,7 @@ import shutil
 import pytest
 
 from gradient_conformance.conformance.commands.replay import replay
-from gradient_conformance.conformance.implementation import load
+from gradient_conformance.conformance.transports.loading import load
 from tests.conftest import CASES, ROOT, suite
 
 EXAMPLES = CASES / "examples"

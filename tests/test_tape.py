@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 
 from gradient_conformance import reference
-from gradient_conformance.conformance.implementation import load
-from gradient_conformance.conformance.protocol import decode_tape, encode_tape, serve
+from gradient_conformance.conformance.transports.jsonlines import decode_tape, encode_tape, serve
+from gradient_conformance.conformance.transports.loading import load
 from gradient_conformance.generators.tapes import (
     invalid_tapes,
     order_sensitive_tapes,

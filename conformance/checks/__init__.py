@@ -1,4 +1,8 @@
-"""The suite's checks, one module per group (SPEC.md, "The conformance suite"):
+"""The suite's checks, one module per group (SPEC.md, "The conformance suite"). Only test
+modules live here, and nothing outside this folder imports them: the plugin, `fuzz` and
+`mutants` find them as pytest collects them. A check is a test that takes the `impl` fixture
+(and `tally`, what it measured); one decorated with Hypothesis's `given` is a generated check,
+which `fuzz` also runs. Adding a check is adding a function, or a file, here.
 
 - test_forward.py: final slots bit for bit; exp2, log2, sin within the declared ulps; the
   forward error of every elementwise op.
@@ -10,5 +14,6 @@
 - test_cases.py: every case file the package ships.
 - test_tape.py: the tape exercise's backprop(tape).
 
-compare.py holds what they share: the reference's outcome for a case, and the difference.
+What they share (reading a case, the expected outcome, the verdict) is in
+conformance/running.py, and the one comparison in conformance/outcome.py.
 """

@@ -8,12 +8,12 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gradient_conformance.conformance.checks.compare import check, supported
+from gradient_conformance.conformance import running
 from gradient_conformance.generators import order_sensitive_gradients
 
 
 @given(data=st.data())
-def test_shares_are_summed_in_arrival_order(impl, data):
+def test_shares_are_summed_in_arrival_order(impl, tally, data):
     case = data.draw(order_sensitive_gradients())
-    supported(impl, case)
-    check(impl, case)
+    running.supported(impl, case, tally)
+    running.check_case(impl, tally, case)

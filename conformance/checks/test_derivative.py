@@ -25,29 +25,19 @@ import numpy as np
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from gradient_conformance import reference
-from gradient_conformance.conformance.checks.compare import (
-    declared,
-    exclusions,
-    expected,
-    supported,
-)
-from gradient_conformance.conformance.record import RECORDER
+from gradient_conformance.conformance import running
+from gradient_conformance.conformance.outcome import compare
+from gradient_conformance.conformance.running import C, K
 from gradient_conformance.generators import differentiable_programs
 from gradient_conformance.reference import exact
 from gradient_conformance.reference.interp import Interpreter, from_numpy
+from gradient_conformance.reference.program import Define, Program, Store
 from gradient_conformance.reference.realvalued import Real
 
-K, C = 4, 4
 
-
-DIGITS, STEP = 50, 1e-20
-
-
-def truths(source: str, buffers) -> tuple[dict[int, list], set[int]]:
+def truths(program: Program, buffers) -> tuple[dict[int, list], set[int]]:
     """Every f32 slot's true final value, and which slots came from finite differences."""
-    program = reference.compile_program(source)
-    domain = Real(DIGITS)
+    domain = Real(running.DIGITS)
 
     def run(arrays, pinned=None):
         memory = {slot: from_numpy(array, program.buffers[slot].dtype, domain)
@@ -62,7 +52,7 @@ def truths(source: str, buffers) -> tuple[dict[int, list], set[int]]:
     for slot, y, x in _gradients_of_inputs(program):
         column = []
         for i, xi in enumerate(buffers[x].ravel().astype(np.float64)):
-            h = domain.mp.mpf(STEP) * max(abs(domain.mp.mpf(float(xi))), 1e-3)
+            h = domain.mp.mpf(running.STEP) * max(abs(domain.mp.mpf(float(xi))), 1e-3)
             sides = []
             for sign in (1, -1):
                 moved = {k: from_numpy(v, program.buffers[k].dtype, domain)
@@ -79,7 +69,6 @@ def truths(source: str, buffers) -> tuple[dict[int, list], set[int]]:
 def _gradients_of_inputs(program):
     """(slot the gradient is stored in, loss node, input slot) for each top-level gradient
     whose x is a load of a whole input buffer, before any store to it."""
-    from gradient_conformance.reference.build import Define, Store
     found, stored = [], {}
     for s in program.statements:
         if isinstance(s, Store) and s.index is None:
@@ -92,25 +81,16 @@ def _gradients_of_inputs(program):
     return found
 
 
-def _ulp(value: float) -> float:
-    if value == 0 or not math.isfinite(value):
-        return 2.0**-149
-    return float(np.spacing(np.float32(abs(value)))) or 2.0**-149
-
-
 @given(data=st.data())
-def test_gradients_are_near_the_true_derivative(impl, data):
-    case = data.draw(differentiable_programs(exclude=exclusions(impl)))
-    supported(impl, case)
-    want = expected(case.source, case.buffers)
-    got = impl.run_case(case.source, case.buffers, declared(case.source))
-    if got.status != "ok" and want.status == "ok":
-        RECORDER.diverged(case.source, case.buffers, want, got,
-                          summary=f"{got.status}: {got.message}", description=case.description)
-    assert got.status == "ok", f"{got.status}: {got.message}\n{case.source}"
+def test_gradients_are_near_the_true_derivative(impl, tally, data):
+    case = data.draw(differentiable_programs(exclude=running.exclusions(impl)))
+    running.supported(impl, case, tally)
+    reading, want, got = running.run_both(impl, case.source, case.buffers)
+    if got.status != "ok":
+        running.verdict(tally, reading, case.buffers, want, got, description=case.description)
     assume(want.status == "ok")
-    values, differenced = truths(case.source, case.buffers)
-    RECORDER.measure("derivative", cases=1, differenced=len(differenced))
+    values, differenced = truths(reading.program(), case.buffers)
+    tally.measure("derivative", cases=1, differenced=len(differenced), bound_K=K, bound_C=C)
     for slot, reals in values.items():
         ref = want.buffers[slot].ravel().astype(np.float64)
         mine = got.buffers[slot].ravel().astype(np.float64)
@@ -118,33 +98,17 @@ def test_gradients_are_near_the_true_derivative(impl, data):
             truth = float(real)
             if not math.isfinite(truth) or not math.isfinite(ref[k]):
                 continue  # overflow or a pole: nothing to measure against
-            allowed = K * abs(ref[k] - truth) + C * _ulp(truth)
+            allowed = K * abs(ref[k] - truth) + C * running.ulp(truth)
             # A NaN or an infinity where the truth is finite is as far off as can be.
             error = abs(mine[k] - truth) if math.isfinite(mine[k]) else math.inf
-            RECORDER.measure("derivative", outputs=1, over=int(error > allowed),
-                             max_used=min(error / allowed, 1e9))
+            tally.measure("derivative", outputs=1, over=int(error > allowed),
+                          max_used=min(error / allowed, 1e9))
             if error > allowed:
                 ulps = exact.ulp_distance(exact.encode(float(np.float32(truth))),
                                           exact.encode(float(np.float32(mine[k])))) \
                     if math.isfinite(mine[k]) else "inf"
-                RECORDER.diverged(
-                    case.source, case.buffers, want, got, description=case.description,
-                    summary=f"slot {slot}[{k}]: the true value is {truth!r}; the "
-                    f"implementation's {mine[k]!r} is off by {error:.3g} ({ulps} ulps), "
-                    f"allowed {allowed:.3g} (K = {K}, C = {C})")
-            assert error <= allowed, (
-                f"slot {slot}[{k}]: the true value is {truth!r}, the reference gives "
-                f"{ref[k]!r}, the implementation {mine[k]!r}: off by {error:.3g}, allowed "
-                f"{allowed:.3g} (K = {K}, C = {C})\n{case.source}")
-
-
-def figures(measured: dict) -> str:
-    """The derivative check's figures line: what was measured, and against what bound."""
-    outputs, over = measured.get("outputs", 0), measured.get("over", 0)
-    verdict = (f"{over} of {outputs} outputs beyond it" if over else
-               f"every one of {outputs} outputs within it")
-    return (f"gradients against the true derivative: {measured.get('cases', 0)} cases "
-            f"({measured.get('differenced', 0)} gradients by 50-digit finite differences, "
-            f"the rest read over the reals); the bound is K = {K} times the reference's own "
-            f"f32 error there plus C = {C} ulps of the true value: {verdict}, the worst at "
-            f"{measured.get('max_used', 0.0):.0%} of its bound")
+                raise tally.diverged(running.Finding(
+                    f"slot {slot}[{k}]: the true value is {truth!r}, the reference gives "
+                    f"{float(ref[k])!r}; the implementation's {float(mine[k])!r} is off by "
+                    f"{error:.3g} ({ulps} ulps), allowed {allowed:.3g} (K = {K}, C = {C})",
+                    want, got, compare(want, got), case.description, reading, case.buffers))

@@ -8,56 +8,42 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gradient_conformance.conformance.checks.compare import (
-    TRANSCENDENTAL,
-    check,
-    declared,
-    difference,
-    exclusions,
-    expected,
-    single_op_source,
-    supported,
-)
-from gradient_conformance.conformance.record import RECORDER
+from gradient_conformance.conformance import running
 from gradient_conformance.generators import exact_programs, programs
 from gradient_conformance.generators.hard_to_round import HARD_TO_ROUND
 from gradient_conformance.reference import exact
 
 
 @given(data=st.data())
-def test_exact_programs_bit_for_bit(impl, data):
-    case = data.draw(exact_programs(exclude=exclusions(impl)))
-    supported(impl, case)
-    check(impl, case)
+def test_exact_programs_bit_for_bit(impl, tally, data):
+    case = data.draw(exact_programs(exclude=running.exclusions(impl)))
+    running.supported(impl, case, tally)
+    running.check_case(impl, tally, case)
 
 
 @given(data=st.data())
-def test_programs_with_transcendentals(impl, data):
+def test_programs_with_transcendentals(impl, tally, data):
     """Bit for bit for an implementation that claims correct rounding everywhere."""
-    if any(impl.ulps(op) for op in TRANSCENDENTAL):
+    if any(impl.ulps(op) for op in running.TRANSCENDENTAL):
         pytest.skip("declares ulps for exp2/log2/sin: compared op by op instead")
-    case = data.draw(programs(exclude=exclusions(impl)))
-    supported(impl, case)
-    check(impl, case)
+    case = data.draw(programs(exclude=running.exclusions(impl)))
+    running.supported(impl, case, tally)
+    running.check_case(impl, tally, case)
 
 
-@pytest.mark.parametrize("op", sorted(TRANSCENDENTAL))
+@pytest.mark.parametrize("op", sorted(running.TRANSCENDENTAL))
 @given(data=st.data())
-def test_transcendental_within_declared_ulps(impl, op, data):
+def test_transcendental_within_declared_ulps(impl, tally, op, data):
     """Any f32 inputs, and the hardest to round (generators/hard_to_round.py)."""
     hard = st.sampled_from(HARD_TO_ROUND[op]).map(exact.decode)
     values = data.draw(st.lists(st.one_of(st.floats(width=32), hard), min_size=1,
                                 max_size=16), label="values")
     if op in impl.unsupported():
         pytest.skip(f"{op} is unsupported")
-    source = single_op_source(op, len(values))
     buffers = {0: np.array(values, np.float32)}
-    got = impl.run_case(source, buffers, declared(source))
-    want = expected(source, buffers)
-    problem = difference(want, got, ulps=impl.ulps(op))
-    if problem is not None:
-        RECORDER.diverged(source, buffers, want, got, summary=problem)
-    assert problem is None, f"{op}: {problem} (declared {impl.ulps(op)} ulps)"
+    reading, want, got = running.run_both(impl, running.single_op_source(op, len(values)), buffers)
+    running.verdict(tally, reading, buffers, want, got, ulps=impl.ulps(op),
+            context=f"{op} (declared {impl.ulps(op)} ulps): ")
 
 
 SAMPLES = 512
@@ -79,7 +65,7 @@ def sample(count: int, seed: int, hard: tuple[int, ...] = ()) -> np.ndarray:
 
 
 @pytest.mark.parametrize("op", sorted(ELEMENTWISE_F32))
-def test_forward_error_per_op(impl, op):
+def test_forward_error_per_op(impl, tally, op):
     """Every elementwise f32 op on a fixed sample: within the declared ulps (0 unless
     declared), NaN where the reference has NaN. The distances feed the report's ulp chart."""
     if op in impl.unsupported():
@@ -90,22 +76,18 @@ def test_forward_error_per_op(impl, op):
     lines += [f"%o = buffer slot={arity} dtype=f32 shape=[{n}]"]
     lines += [f"%x{k} = load %b{k}" for k in range(arity)]
     lines += [f"%y = {op} " + " ".join(f"%x{k}" for k in range(arity)), "store %o %y"]
-    source = "\n".join(lines) + "\n"
     buffers = {k: sample(n, seed=1000 * k + len(op), hard=HARD_TO_ROUND.get(op, ()))
                for k in range(arity)}
     buffers[arity] = np.zeros(n, np.float32)
-    want = expected(source, buffers)
-    got = impl.run_case(source, buffers, declared(source))
-    problem = difference(want, got, ulps=impl.ulps(op))
+    reading, want, got = running.run_both(impl, "\n".join(lines) + "\n", buffers)
     if got.status == "ok":
         w = want.buffers[arity].view(np.uint32).tolist()
         g = got.buffers[arity].view(np.uint32).tolist()
         distances = [0 if exact.same_f32(a, b) else exact.ulp_distance(a, b)
                      for a, b in zip(w, g, strict=True)
                      if not (exact.is_nan(a) or exact.is_nan(b))]
-        RECORDER.ulps[op] = {"max": max(distances, default=0),
-                             "mean": sum(distances) / max(len(distances), 1),
-                             "samples": len(distances), "declared": impl.ulps(op)}
-    if problem is not None:
-        RECORDER.diverged(source, buffers, want, got, summary=f"{op}: {problem}")
-    assert problem is None, f"{op}: {problem} (declared {impl.ulps(op)} ulps)"
+        tally.ulps[op] = {"max": max(distances, default=0),
+                          "mean": sum(distances) / max(len(distances), 1),
+                          "samples": len(distances), "declared": impl.ulps(op)}
+    running.verdict(tally, reading, buffers, want, got, ulps=impl.ulps(op),
+            context=f"{op} (declared {impl.ulps(op)} ulps): ")

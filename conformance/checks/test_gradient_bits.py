@@ -7,20 +7,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gradient_conformance.conformance.checks.compare import (
-    TRANSCENDENTAL,
-    check,
-    exclusions,
-    supported,
-)
+from gradient_conformance.conformance import running
 from gradient_conformance.generators import differentiable_programs
 
 
 @given(data=st.data())
-def test_gradients_bit_for_bit(impl, data):
+def test_gradients_bit_for_bit(impl, tally, data):
     if not impl.capabilities.get("bit_exact_gradients", True):
         pytest.skip("does not claim bit-exact gradients (CAPABILITIES)")
-    inexact = any(impl.ulps(op) for op in TRANSCENDENTAL)
-    case = data.draw(differentiable_programs(exclude=exclusions(impl, transcendental=inexact)))
-    supported(impl, case)
-    check(impl, case)
+    inexact = any(impl.ulps(op) for op in running.TRANSCENDENTAL)
+    exclude = running.exclusions(impl, transcendental=inexact)
+    case = data.draw(differentiable_programs(exclude=exclude))
+    running.supported(impl, case, tally)
+    running.check_case(impl, tally, case)

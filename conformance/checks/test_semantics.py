@@ -22,5 +22,5 @@ TOPICS = {
 
 @pytest.mark.parametrize(("topic", "name"), [(t, n) for t, ns in TOPICS.items() for n in ns],
                          ids=lambda v: v.split("/")[-1])
-def test_semantics(impl, topic, name):
-    run_case_file(impl, CASES / name)
+def test_semantics(impl, tally, topic, name):
+    run_case_file(impl, tally, CASES / name)

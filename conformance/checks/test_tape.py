@@ -11,9 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gradient_conformance import resource
-from gradient_conformance.conformance.checks.test_derivative import DIGITS, STEP, C, K, _ulp
-from gradient_conformance.conformance.implementation import Outcome
-from gradient_conformance.conformance.record import RECORDER
+from gradient_conformance.conformance.outcome import Outcome, compare
+from gradient_conformance.conformance.running import DIGITS, STEP, C, Finding, K, ulp
 from gradient_conformance.generators.tapes import invalid_tapes, order_sensitive_tapes, tapes
 from gradient_conformance.reference import exact
 from gradient_conformance.reference.realvalued import Real
@@ -21,45 +20,34 @@ from gradient_conformance.reference.tape import backprop_bits, check, forward, l
 
 PROTOCOL_FUNCTION = "backprop"  # the plugin skips these checks for a module without it
 PATHS = sorted(resource("cases", "tapes").glob("*.json"))
-# The tolerance of test_derivative.py, for the same reasons.
 
 
-def compare(tape, want: list[int], got: Outcome, description: str) -> str | None:
-    """None when the derivatives agree bit for bit (any NaN matching any NaN)."""
-    if got.status != "ok":
-        problem = f"expected derivatives, got {got.status}: {got.message}"
-    else:
-        bad = [k for k, (a, b) in enumerate(zip(want, got.derivatives, strict=True))
-               if not exact.same_f32(a, b)]
-        if not bad:
-            return None
-        k = bad[0]
-        a, b = want[k], got.derivatives[k]
-        problem = (f"entry {k} ({tape[k]}): expected {exact.f32_to_text(a)} (0x{a:08x}), got "
-                   f"{exact.f32_to_text(b)} (0x{b:08x}), {exact.ulp_distance(a, b)} ulps "
-                   f"apart; {len(bad)} of {len(want)} derivatives differ")
-    RECORDER.diverged_tape(tape, Outcome("ok", derivatives=want), got, summary=problem,
-                           description=description)
-    return problem
+def tape_verdict(tally, tape, want: Outcome, got: Outcome, description: str,
+                 context: str = "") -> None:
+    """Raise Diverged unless the tape's outcomes agree (compare: bit for bit, any NaN
+    matching any NaN; a rejection by kind only)."""
+    difference = compare(want, got)
+    if difference is not None:
+        raise tally.diverged(Finding(f"{context}{difference}", want, got, difference,
+                                     description, tape=tape))
 
 
-def check_tape(impl, case) -> None:
+def check_tape(impl, tally, case) -> None:
     """A drawn tape's derivatives, bit for bit against the reference's."""
-    RECORDER.case({"tape"})
-    got = impl.run_backprop(case.tape)
-    problem = compare(case.tape, backprop_bits(case.tape), got, case.description)
-    assert problem is None, f"{problem}\ntape: {case.tape}"
+    tally.case({"tape"})
+    tape_verdict(tally, case.tape, Outcome("ok", derivatives=backprop_bits(case.tape)),
+                 impl.run_backprop(case.tape), case.description)
 
 
 @given(data=st.data())
-def test_tapes_bit_for_bit(impl, data):
-    check_tape(impl, data.draw(tapes()))
+def test_tapes_bit_for_bit(impl, tally, data):
+    check_tape(impl, tally, data.draw(tapes()))
 
 
 @given(data=st.data())
-def test_tape_shares_are_summed_in_arrival_order(impl, data):
+def test_tape_shares_are_summed_in_arrival_order(impl, tally, data):
     """Tapes whose sums depend on the order: a failure's diagnosis names the order used."""
-    check_tape(impl, data.draw(order_sensitive_tapes()))
+    check_tape(impl, tally, data.draw(order_sensitive_tapes()))
 
 
 def _true_derivative(entries, k):
@@ -74,57 +62,44 @@ def _true_derivative(entries, k):
 
 
 @given(data=st.data())
-def test_tape_derivatives_are_near_the_true_derivative(impl, data):
+def test_tape_derivatives_are_near_the_true_derivative(impl, tally, data):
     """Within K times the reference's own f32 error plus C ulps, at every entry (adds and
-    muls are smooth everywhere, so every point is a smooth point)."""
+    muls are smooth everywhere, so every point is a smooth point); the bound of
+    test_derivative.py, for the same reasons."""
     case = data.draw(tapes(smooth=True, max_entries=8))
-    RECORDER.case({"tape"})
+    tally.case({"tape"})
     got = impl.run_backprop(case.tape)
-    want = backprop_bits(case.tape)
+    want = Outcome("ok", derivatives=backprop_bits(case.tape))
     if got.status != "ok":
-        problem = compare(case.tape, want, got, case.description)
-        raise AssertionError(f"{problem}\ntape: {case.tape}")
+        tape_verdict(tally, case.tape, want, got, case.description)
     entries = check(case.tape)
     for k in range(len(entries)):
-        ref, mine = exact.decode(want[k]), exact.decode(got.derivatives[k])
+        ref, mine = exact.decode(want.derivatives[k]), exact.decode(got.derivatives[k])
         if not math.isfinite(ref):
             continue  # an overflow: nothing to measure against
         truth = _true_derivative(entries, k)
-        allowed = K * abs(ref - truth) + C * _ulp(truth)
+        allowed = K * abs(ref - truth) + C * ulp(truth)
         error = abs(mine - truth) if math.isfinite(mine) else math.inf
         if error > allowed:
-            problem = (f"entry {k}: the true derivative is {truth!r}, the implementation's "
-                       f"{mine!r} is off by {error:.3g}, allowed {allowed:.3g} (K = {K}, "
-                       f"C = {C})")
-            RECORDER.diverged_tape(case.tape, Outcome("ok", derivatives=want), got,
-                                   summary=problem, description=case.description)
-            raise AssertionError(f"{problem}\ntape: {case.tape}")
+            raise tally.diverged(Finding(
+                f"entry {k}: the true derivative is {truth!r}, the implementation's {mine!r} "
+                f"is off by {error:.3g}, allowed {allowed:.3g} (K = {K}, C = {C})", want, got,
+                compare(want, got), case.description, tape=case.tape))
 
 
 @given(data=st.data())
-def test_invalid_tapes_are_rejected(impl, data):
+def test_invalid_tapes_are_rejected(impl, tally, data):
     case = data.draw(invalid_tapes())
-    RECORDER.case({"tape"})
-    got = impl.run_backprop(case.tape)
-    if got.status != "rejected":
-        RECORDER.diverged_tape(case.tape, Outcome("rejected", message=case.expect_error), got,
-                               summary=f"a tape with a bad {case.expect_error} was accepted",
-                               description=case.description)
-    assert got.status == "rejected", (f"{case.description}: expected a rejection "
-                                      f"({case.expect_error}), got {got.status}")
+    tally.case({"tape"})
+    tape_verdict(tally, case.tape, Outcome("rejected", message=case.expect_error),
+                 impl.run_backprop(case.tape), case.description,
+                 context=f"a tape with a bad {case.expect_error}: ")
 
 
 @pytest.mark.parametrize("path", PATHS, ids=lambda p: f"tapes/{p.name}")
-def test_tape_case_file(impl, path):
+def test_tape_case_file(impl, tally, path):
     case = load_tape_case(path.read_text())
-    got = impl.run_backprop(case["tape"])
-    if case["error"] is not None:
-        if got.status != "rejected":
-            RECORDER.diverged_tape(case["tape"], Outcome("rejected", message=case["error"]),
-                                   got, summary=f"expected a rejection ({case['error']})",
-                                   description=case["description"])
-        assert got.status == "rejected", f"expected a rejection ({case['error']}), got " \
-            f"{got.status} {got.derivatives}"
-        return
-    problem = compare(case["tape"], case["derivatives"], got, case["description"])
-    assert problem is None, f"{path.name}: {problem}"
+    want = (Outcome("rejected", message=case["error"]) if case["error"] is not None else
+            Outcome("ok", derivatives=case["derivatives"]))
+    tape_verdict(tally, case["tape"], want, impl.run_backprop(case["tape"]),
+                 f"tape case file {path.name}")

@@ -17,7 +17,7 @@ import subprocess
 import sys
 from html import escape
 
-from gradient_conformance.conformance.record import write_atomically
+from gradient_conformance.conformance.divergence import write_atomically
 from gradient_conformance.reports.records import Report, from_json
 
 # The in-process adapters, by the package each needs.
@@ -194,3 +194,31 @@ def matrix(specs: list[str], *, report: pathlib.Path, profile: str = "ci",
                reports.items()}
     write_atomically(report.with_suffix(".json"), json.dumps(summary, indent=1, default=str))
     return reports
+
+
+def add_parser(commands) -> None:
+    parser = commands.add_parser("matrix", help="the ci profile against several "
+                                 "implementations, as one table")
+    parser.add_argument("--impl", dest="impls", action="append", default=[])
+    parser.add_argument("--systems", action="store_true",
+                        help="also every system this directory can run: the reference, the "
+                        "fast implementation, each adapter whose package imports, MXNet "
+                        "where .venv-mxnet is, TensorFlow.js where adapters/tfjs is set up")
+    parser.add_argument("--report", required=True, help="the HTML table; PATH.md beside it "
+                        "is the markdown for README.md")
+    parser.add_argument("--profile", default="ci", choices=["ci", "dev", "nightly"])
+    parser.add_argument("--max-examples", type=int, default=None,
+                        help="Hypothesis examples per check, instead of the profile's")
+
+
+def run(args) -> int:
+    extra = (f"--max-examples={args.max_examples}",) if args.max_examples else ()
+    impls = args.impls + ([s for s in systems(pathlib.Path.cwd()) if s not in args.impls]
+                          if args.systems else [])
+    if not impls:
+        raise ValueError("name the implementations with --impl (repeatable), or --systems")
+    reports = matrix(impls, report=pathlib.Path(args.report), profile=args.profile,
+                     extra=extra)
+    print(markdown(reports))
+    return 0 if all(report is not None for report, _ in reports.values()) else 1
+

@@ -1,6 +1,6 @@
 """`gradient-conformance mutants`: the suite's measure of power. SPEC.md, "Diagnosis".
 
-Every variant of the catalogue (conformance/variants.py), applied to the reference, is a
+Every variant of the catalogue (conformance/diagnosis/variants.py), applied to the reference, is a
 faulty implementation: the suite runs against each (`--impl=variant:NAME`, stopping at the
 first failure) and must kill it. It prints, per variant, the check that killed it and how
 long that took, then the count killed, the survivors, and the median and largest time to the
@@ -17,7 +17,7 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from gradient_conformance.conformance.variants import CATALOGUE, EQUIVALENT
+from gradient_conformance.conformance.diagnosis.variants import CATALOGUE, EQUIVALENT
 
 
 def run_one(name: str, profile: str, extra: tuple[str, ...] = ()) -> tuple[str, str, float]:
@@ -76,3 +76,27 @@ def main(names: list[str] | None, *, profile: str, jobs: int, listing: bool,
     bad = [n for n, r in results.items() if r[0] == "error" or
            (r[0] == "survived" and n not in EQUIVALENT)]
     return 1 if bad else 0
+
+
+def add_parser(commands) -> None:
+    parser = commands.add_parser("mutants", help="run the suite against every variant of "
+                                  "the spec in the catalogue: each must be killed")
+    parser.add_argument("--variant", dest="variants", action="append", default=None,
+                         help="only this variant (repeatable); default all")
+    parser.add_argument("--profile", default="ci", choices=["ci", "dev", "nightly"])
+    parser.add_argument("--max-examples", type=int, default=None)
+    parser.add_argument("--jobs", type=int, default=1, help="runs at a time (default 1)")
+    parser.add_argument("--list", dest="listing", action="store_true",
+                        help="list the catalogue and stop")
+    parser.add_argument("-k", dest="select", default=None, metavar="EXPRESSION",
+                        help="only the checks pytest's -k EXPRESSION selects")
+    parser.add_argument("paths", nargs="*", metavar="CHECK_FILE",
+                        help="check files of your own to run beside the installed ones")
+
+
+def run(args) -> int:
+    extra = ((f"--max-examples={args.max_examples}",) if args.max_examples else ()) + \
+        (("-k", args.select) if args.select else ()) + tuple(args.paths)
+    return main(args.variants, profile=args.profile, jobs=max(args.jobs, 1),
+                listing=args.listing, extra=extra)
+

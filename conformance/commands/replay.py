@@ -11,56 +11,58 @@ import pathlib
 
 import numpy as np
 
-from gradient_conformance.conformance.implementation import Implementation, Outcome
-from gradient_conformance.conformance.record import differing_elements
+from gradient_conformance.conformance.commands.suite import load_implementation
+from gradient_conformance.conformance.outcome import Outcome, compare
+from gradient_conformance.conformance.running import Reading
 from gradient_conformance.reference import cases, exact
 from gradient_conformance.reference.printer import format_trace
 from gradient_conformance.reference.tape import load_tape_case
 
 
-def replay(impl: Implementation, path: str, *, trace: bool = False,
-           diagnose: bool = False) -> tuple[bool, str]:
+def replay(impl, path: str, *, trace: bool = False, diagnose: bool = False) -> tuple[bool, str]:
     """(agrees, the comparison as text) for one case file: a program (.ir) or a tape
     (.json). `diagnose`: when it diverges, say which variant of the spec gives the same."""
     if str(path).endswith(".json"):
         return replay_tape(impl, path, diagnose=diagnose)
     case = cases.load_case(path)
+    reading = Reading(case.source)
     lines = [f"case: {path}", f"implementation: {impl.label} ({impl.spec})"]
-    slots = cases.buffer_slots(case.source) if case.error is None else {}
+    slots = reading.slots if case.error is None else {}
     buffers = cases.initial_buffers(case, slots)
     if case.error is not None:
         want, got = Outcome("rejected", message=case.error), impl.build_only(case.source)
-        agrees = got.status == "rejected"
         lines.append(f"expected: rejected ({case.error}); got: {got.status}"
                      + (f" ({got.message})" if got.message else ""))
     elif case.run_error:
         want = Outcome("run-error", index=True)
         got = impl.run_case(case.source, buffers, slots)
-        agrees = got.status == "run-error" and got.index
         lines.append(f"expected: a run-time error; got: {got.status}"
                      + (f" ({got.message})" if got.message else ""))
     else:
         want = Outcome("ok", dict(case.outputs))
         got = impl.run_case(case.source, buffers, slots)
-        agrees = _compare_slots(case, slots, want, got, lines)
+    difference = compare(want, got)
+    agrees = difference is None and _near(case, got, lines)
+    if want.status == "ok":
+        _slot_lines(slots, want, got, difference, lines)
     if trace:
-        from gradient_conformance import reference
         lines.append("the reference's walk:")
-        lines.append(format_trace(reference.compile_program(case.source)).rstrip())
+        lines.append(format_trace(reading.program()).rstrip())
     if diagnose and not agrees:
-        from gradient_conformance.conformance.diagnosis import diagnose_case
-        lines.append(diagnose_case(case.source, buffers, want, got).line())
+        from gradient_conformance.conformance.diagnosis.diagnose import diagnose_case
+        lines.append(diagnose_case(reading, buffers, want, got).line())
     return agrees, "\n".join([*lines, _verdict(agrees)])
 
 
-def _compare_slots(case, slots, want: Outcome, got: Outcome, lines: list[str]) -> bool:
-    """Whether every expected slot agrees (and every `#: near` one is near), saying so."""
-    if got.status != "ok":
-        lines.append(f"expected: ok; got: {got.status} ({got.message})")
-        return False
-    elements, _ = differing_elements(want, got)
+def _slot_lines(slots, want: Outcome, got: Outcome, difference, lines: list[str]) -> None:
+    """Each expected slot, whether it agrees, and the differing elements."""
+    if got.status != "ok" or (difference is not None and not difference.differing):
+        lines.append(f"expected: ok; got: {got.status}"
+                     + (f" ({difference})" if difference else ""))
+        return
+    elements = difference.elements if difference else []
     for slot, w in sorted(want.buffers.items()):
-        bad = sum(1 for e in elements if e.slot == slot)
+        bad = sum(1 for s, _ in (difference.differing if difference else ()) if s == slot)
         lines.append(f"slot {slot} ({slots[slot][0]}{list(w.shape)}): "
                      + ("every element agrees" if not bad else f"{bad} elements differ"))
     if elements:
@@ -70,6 +72,10 @@ def _compare_slots(case, slots, want: Outcome, got: Outcome, lines: list[str]) -
             lines.append(f"{f'{e.slot}[{e.index}]':>12}  {e.expected:>16} {e.expected_bits:>10}"
                          f"  {e.actual:>16} {e.actual_bits:>10}  "
                          f"{'-' if e.ulps is None else e.ulps}")
+
+
+def _near(case, got: Outcome, lines: list[str]) -> bool:
+    """Whether every `#: near` slot is near what it should be, saying so."""
     far = 0
     for slot, near in sorted(case.near.items()):
         mine = np.asarray(got.buffers[slot], np.float64)
@@ -77,38 +83,57 @@ def _compare_slots(case, slots, want: Outcome, got: Outcome, lines: list[str]) -
         lines.append(f"slot {slot}: {'near' if close else 'not near'} the expected "
                      f"{near.ravel().tolist()} (got {mine.ravel().tolist()})")
         far += not close
-    return not elements and not far
+    return not far
 
 
-def replay_tape(impl: Implementation, path: str, *, diagnose: bool = False
-                ) -> tuple[bool, str]:
+def replay_tape(impl, path: str, *, diagnose: bool = False) -> tuple[bool, str]:
     case = load_tape_case(pathlib.Path(path).read_text())
     lines = [f"case: {path}", f"implementation: {impl.label} ({impl.spec})"]
     got = impl.run_backprop(case["tape"])
-    if case["error"] is not None:
-        want, agrees = Outcome("rejected", message=case["error"]), got.status == "rejected"
+    want = (Outcome("rejected", message=case["error"]) if case["error"] is not None else
+            Outcome("ok", derivatives=case["derivatives"]))
+    difference = compare(want, got)
+    if want.status == "rejected":
         lines.append(f"expected: rejected ({case['error']}); got: {got.status}"
                      + (f" ({got.message})" if got.message else ""))
     elif got.status != "ok":
-        want, agrees = Outcome("ok", derivatives=case["derivatives"]), False
         lines.append(f"expected: derivatives; got: {got.status} ({got.message})")
     else:
-        want, bad = Outcome("ok", derivatives=case["derivatives"]), 0
+        differing = {k for _, k in difference.differing} if difference else set()
         lines.append(f"{'entry':>6}  {'expected':>16} {'bits':>10}  {'actual':>16} "
                      f"{'bits':>10}  ulps")
-        for k, (a, b) in enumerate(zip(case["derivatives"], got.derivatives, strict=True)):
-            same = exact.same_f32(a, b)
-            bad += not same
+        for k, (a, b) in enumerate(zip(want.derivatives, got.derivatives, strict=False)):
             lines.append(f"{k:>6}  {exact.f32_to_text(a):>16} 0x{a:08x}  "
                          f"{exact.f32_to_text(b):>16} 0x{b:08x}  "
-                         f"{'' if same else exact.ulp_distance(a, b)}"
-                         f"{'' if same else '  <- differs'}")
-        agrees = not bad
+                         + (f"{exact.ulp_distance(a, b)}  <- differs" if k in differing
+                            else ""))
+    agrees = difference is None
     if diagnose and not agrees:
-        from gradient_conformance.conformance.diagnosis import diagnose_tape
+        from gradient_conformance.conformance.diagnosis.diagnose import diagnose_tape
         lines.append(diagnose_tape(case["tape"], want, got).line())
     return agrees, "\n".join([*lines, _verdict(agrees)])
 
 
 def _verdict(agrees: bool) -> str:
     return "AGREES with the expectation" if agrees else "DIVERGES from the expectation"
+
+
+def add_parser(commands) -> None:
+    parser = commands.add_parser("replay", help="rerun one case file and print the comparison")
+    parser.add_argument("case")
+    parser.add_argument("--impl", required=True)
+    parser.add_argument("--trace", action="store_true", help="print the reference's walk too")
+    parser.add_argument("--diagnose", action="store_true", help="when it diverges, name the "
+                        "variant of the spec that gives the same")
+    parser.add_argument("--case-timeout", type=float, default=20.0)
+
+
+def run(args) -> int:
+    impl = load_implementation(args.impl, args.case_timeout)
+    try:
+        agrees, text = replay(impl, args.case, trace=args.trace, diagnose=args.diagnose)
+    finally:
+        impl.close()
+    print(text)
+    return 0 if agrees else 1
+

@@ -47,3 +47,15 @@ def show(wanted: str | None, *, document: str = "SPEC.md") -> int:
                          "lists them")
     print(found, end="")
     return 0
+
+
+def add_parser(commands) -> None:
+    parser = commands.add_parser("spec", help="print a section of the project's SPEC.md")
+    parser.add_argument("section", nargs="?", default=None,
+                      help="a heading, or part of one; without it, the list of sections")
+    parser.add_argument("--vectors", action="store_true", help="VECTORS.md instead")
+
+
+def run(args) -> int:
+    return show(args.section, document="VECTORS.md" if args.vectors else "SPEC.md")
+

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from gradient_conformance import reference
-from gradient_conformance.conformance.checks.compare import (
+from gradient_conformance.conformance.running import (
     TRANSCENDENTAL,
     expected,
     single_op_source,
@@ -135,3 +135,27 @@ def export(out: pathlib.Path, *, count: int, profile: str = "ci",
                 "seed": seed, "count": len(index), "vectors": index}
     (out / "index.json").write_text(json.dumps(manifest, indent=1) + "\n")
     return manifest
+
+
+def add_parser(commands) -> None:
+    parser = commands.add_parser("vectors", help="export generated cases with expected bits")
+    parser.add_argument("--out", required=True, help="the folder to write into")
+    parser.add_argument("--count", type=int, default=1000)
+    parser.add_argument("--profile", default="ci", choices=["ci", "dev", "nightly"],
+                         help="ci: the same vectors every time; dev, nightly: fresh ones")
+    parser.add_argument("--seed", type=int, default=None, help="draw the set of this seed")
+
+
+def run(args) -> int:
+    if args.count < 1:
+        raise ValueError("--count must be at least 1")
+    out = pathlib.Path(args.out)
+    manifest = export(out, count=args.count, profile=args.profile, seed=args.seed)
+    size = sum(f.stat().st_size for f in out.iterdir() if f.is_file())
+    classes: dict[str, int] = {}
+    for v in manifest["vectors"]:
+        classes[v["class"]] = classes.get(v["class"], 0) + 1
+    print(f"{manifest['count']} vectors in {out}/ ({size / 1e6:.2f} MB with index.json): "
+          + ", ".join(f"{n} {k}" for k, n in sorted(classes.items())))
+    return 0
+

@@ -1,5 +1,5 @@
 """Diagnosis: what an implementation did instead of the spec, when a variant of the spec
-(conformance/variants.py) did exactly the same. SPEC.md, "Diagnosis".
+(variants.py) did exactly the same. SPEC.md, "Diagnosis".
 
 For a divergent case, the reference is run again with each variant that could matter (the
 case uses what the variant changes). A variant is named only if it reproduces *every* output
@@ -17,14 +17,9 @@ import itertools
 import time
 from dataclasses import asdict, dataclass, field
 
-import numpy as np
-
-from gradient_conformance.conformance.checks.compare import difference, expected
-from gradient_conformance.conformance.implementation import Outcome
-from gradient_conformance.conformance.record import f32_agree
-from gradient_conformance.conformance.variants import CATALOGUE, Variant
-from gradient_conformance.reference import exact
-from gradient_conformance.reference.errors import IRError
+from gradient_conformance.conformance.diagnosis.variants import CATALOGUE, Variant
+from gradient_conformance.conformance.outcome import Outcome, compare
+from gradient_conformance.conformance.running import Reading
 from gradient_conformance.reference.tape import backprop_bits
 
 PAIR_CANDIDATES = 12  # variants tried in pairs, at most: 66 pairs
@@ -77,48 +72,35 @@ def _says(variant: Variant) -> str:
     return f"{variant.says} [{variant.name}]"
 
 
-def features(source: str) -> frozenset[str]:
-    from gradient_conformance.generators.writer import features_of
-    try:
-        return features_of(source)
-    except IRError:
-        return frozenset()
-
-
-def run_variant(semantics, source: str, buffers, *, build_only: bool = False) \
+def run_variant(reading: Reading, semantics, buffers, *, build_only: bool = False) \
         -> Outcome | None:
-    """The reference's outcome under `semantics`, or None if the variant cannot express the
-    case at all (its change met something it was not written for). `build_only`: the
-    implementation was only asked to build (a check of rejections), so the variant is too."""
+    """The reference's outcome under `semantics`, built from the reading's parse, or None
+    if the variant cannot express the case at all (its change met something it was not
+    written for). `build_only`: the implementation was only asked to build (a check of
+    rejections), so the variant is too."""
     try:
-        return expected(source, buffers, semantics, build_only=build_only)
+        return reading.outcome(buffers, semantics, build_only=build_only)
     except Exception:  # noqa: BLE001 - a variant that does not apply here: no diagnosis
         return None
 
 
-def _element_agrees(mine: np.ndarray, theirs: np.ndarray) -> np.ndarray:
-    if mine.dtype == np.float32:
-        pairs = zip(mine.view(np.uint32).ravel().tolist(), theirs.view(np.uint32).ravel()
-                    .tolist(), strict=True)
-        return np.array([f32_agree(a, b) for a, b in pairs], dtype=bool)
-    return (mine.ravel() == theirs.ravel())
-
-
 def reproduces(variant: Outcome | None, got: Outcome) -> bool:
-    """Whether the variant's outcome is the implementation's, exactly as the checks compare
-    the spec's with it, over the same slots of the same shapes. An acceptance the
-    implementation was only asked to build has no outputs, and neither has the variant's,
-    built only."""
-    return variant is not None and {s: a.shape for s, a in variant.buffers.items()} == \
-        {s: a.shape for s, a in got.buffers.items()} and difference(variant, got) is None
+    """Whether the variant's outcome is the implementation's, as the checks compare the
+    spec's with it, over the same slots. An acceptance the implementation was only asked
+    to build has no outputs, and neither has the variant's, built only."""
+    return variant is not None and set(variant.buffers) == set(got.buffers) and \
+        compare(variant, got) is None
 
 
-def _explained(variant: Outcome | None, got: Outcome, wrong: dict) -> int:
-    """How many of the differing elements (`wrong`: slot -> mask) the variant gets right."""
+def _explained(variant: Outcome | None, got: Outcome, wrong: frozenset) -> int:
+    """How many of the elements where the spec differs from the implementation (`wrong`)
+    the variant gets right."""
     if variant is None or variant.status != "ok" or set(variant.buffers) != set(got.buffers):
         return 0
-    return sum(int((_element_agrees(variant.buffers[s], got.buffers[s]) & mask).sum())
-               for s, mask in wrong.items())
+    theirs = compare(variant, got)
+    if theirs is not None and theirs.kind == "missing":
+        return 0
+    return len(wrong - (theirs.differing if theirs is not None else frozenset()))
 
 
 def _timed(diagnose, *args) -> Diagnosis:
@@ -128,31 +110,31 @@ def _timed(diagnose, *args) -> Diagnosis:
     return diagnosis
 
 
-def diagnose_case(source: str, buffers, want: Outcome, got: Outcome) -> Diagnosis:
-    """Which variants give `got` on this case, where the spec gives `want`."""
-    return _timed(_diagnose_case, source, buffers, want, got)
+def diagnose_case(reading: Reading, buffers, want: Outcome, got: Outcome) -> Diagnosis:
+    """Which variants give `got` on this program, where the spec gives `want`."""
+    return _timed(_diagnose_case, reading, buffers, want, got)
 
 
-def _diagnose_case(source: str, buffers, want: Outcome, got: Outcome) -> Diagnosis:
+def _diagnose_case(reading: Reading, buffers, want: Outcome, got: Outcome) -> Diagnosis:
     if got.status == "failure":
         return Diagnosis(reason="the implementation misbehaved: no variant of the spec does")
-    uses = features(source)
+    uses = reading.features
     candidates = [v for v in CATALOGUE.values() if not v.tape and v.uses <= uses]
     build_only = got.status == "ok" and not got.buffers  # a check of rejections: built only
-    outcomes = {v.name: run_variant(v.semantics(), source, buffers, build_only=build_only)
+    outcomes = {v.name: run_variant(reading, v.semantics(), buffers, build_only=build_only)
                 for v in candidates}
     found = [name for name, outcome in outcomes.items() if reproduces(outcome, got)]
     diagnosis = Diagnosis(variants=found, tried=len(candidates))
-    if found or got.status != "ok" or want.status != "ok":
+    spec = compare(want, got)
+    if found or got.status != "ok" or want.status != "ok" or spec is None:
         return diagnosis
-    wrong = {s: ~_element_agrees(want.buffers[s], got.buffers[s]) for s in got.buffers}
-    explained = {n: _explained(outcome, got, wrong) for n, outcome in outcomes.items()}
+    explained = {n: _explained(outcome, got, spec.differing) for n, outcome in outcomes.items()}
     helpful = sorted((n for n in explained if explained[n]),
                      key=lambda n: -explained[n])[:PAIR_CANDIDATES]
     for a, b in itertools.combinations(helpful, 2):
         diagnosis.pairs_tried += 1
         both = CATALOGUE[b].change(CATALOGUE[a].semantics())
-        if reproduces(run_variant(both, source, buffers, build_only=build_only), got):
+        if reproduces(run_variant(reading, both, buffers, build_only=build_only), got):
             diagnosis.pairs.append([a, b])
     return diagnosis
 
@@ -175,7 +157,6 @@ def _diagnose_tape(tape, want: Outcome, got: Outcome) -> Diagnosis:
             bits = backprop_bits(tape, variant.semantics())
         except Exception:  # noqa: BLE001 - the variant does not apply to this tape
             continue
-        if len(bits) == len(got.derivatives) and all(
-                exact.same_f32(a, b) for a, b in zip(bits, got.derivatives, strict=True)):
+        if compare(Outcome("ok", derivatives=bits), got) is None:
             found.append(variant.name)
     return Diagnosis(variants=found, tried=len(candidates))

@@ -99,7 +99,7 @@ def load_module(spec: str, base: str):
     if spec == "reference":
         return importlib.import_module("gradient_conformance.reference")
     if spec.startswith("variant:"):
-        from gradient_conformance.conformance.variants import implementation
+        from gradient_conformance.conformance.diagnosis.variants import implementation
         try:
             return implementation(spec.removeprefix("variant:"))
         except KeyError as problem:

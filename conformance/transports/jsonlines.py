@@ -28,8 +28,12 @@ import time
 
 import numpy as np
 
-from gradient_conformance.conformance.calling import DTYPE_STRINGS, bounded
-from gradient_conformance.conformance.process import Child, ChildFailed
+from gradient_conformance.conformance.outcome import Outcome
+from gradient_conformance.conformance.transports import calling
+from gradient_conformance.conformance.transports.answers import answered
+from gradient_conformance.conformance.transports.calling import DTYPE_STRINGS, LoadFailed, bounded
+from gradient_conformance.conformance.transports.description import describe_module
+from gradient_conformance.conformance.transports.process import Child, ChildFailed
 
 DTYPE_NAMES = {np.dtype(numpy_dtype): name for name, numpy_dtype in DTYPE_STRINGS.items()}
 LEAVES = ("input", "const")
@@ -126,7 +130,6 @@ class Command:
         """Start the program and ask it to build an empty program: LoadFailed unless it
         answers like a server of the protocol. The reply, which may describe the program
         ("name", "version", "capabilities")."""
-        from gradient_conformance.conformance.implementation import LoadFailed
         try:
             return self._request({"build": ""}, limit=1 << 16, seconds=seconds)
         except (ChildFailed, OSError) as problem:
@@ -165,14 +168,12 @@ class Command:
         return reply
 
     def _failure(self, problem: ChildFailed, when: str):
-        from gradient_conformance.conformance.implementation import _outcome
         output = self.child.output().strip() if self.child is not None else ""
         self.close()
-        return _outcome("failure", f"{when}: {problem}" + (f"\nits stderr:\n{output}"
+        return answered("failure", f"{when}: {problem}" + (f"\nits stderr:\n{output}"
                                                           if output else ""), problem.reason)
 
     def case(self, source, buffers, declared):
-        from gradient_conformance.conformance.implementation import Outcome, _outcome
         try:
             reply = self._request({"build": source}, limit=1 << 20)
         except ChildFailed as problem:
@@ -205,30 +206,28 @@ class Command:
                                      f"declared {dtype}{list(shape)}")
                 out[slot] = array
         except ValueError as problem:
-            return _outcome("failure", bounded(f"run: a reply with malformed buffers: "
+            return answered("failure", bounded(f"run: a reply with malformed buffers: "
                                                f"{problem}"), "junk")
         return Outcome("ok", buffers=out)
 
     def _refusal(self, reply: dict, status: str):
         """An `ok: false` reply: the program's deliberate answer, unless it says it
         misbehaved (kind "failure", as `gradient-conformance serve` does)."""
-        from gradient_conformance.conformance.implementation import _outcome
         error, kind = reply.get("error", ""), reply.get("kind", "")
         if not isinstance(error, str) or not isinstance(kind, str):
             self.close()
-            return _outcome("failure", "a reply whose error or kind is not a string", "junk")
+            return answered("failure", "a reply whose error or kind is not a string", "junk")
         if kind == "failure":
-            return _outcome("failure", error, "crash")
-        return _outcome(status, error, index=kind == "index")
+            return answered("failure", error, "crash")
+        return answered(status, error, index=kind == "index")
 
     def backprop(self, tape):
-        from gradient_conformance.conformance.implementation import Outcome, _outcome
         entries = len(tape) if isinstance(tape, list) else 0
         try:
             reply = self._request({"backprop": encode_tape(tape)},
                                   limit=(1 << 20) + 12 * entries)
         except (TypeError, ValueError) as problem:
-            return _outcome("failure", f"backprop: the tape could not be sent: {problem}",
+            return answered("failure", f"backprop: the tape could not be sent: {problem}",
                             "junk")
         except ChildFailed as problem:
             return self._failure(problem, "backprop")
@@ -237,7 +236,7 @@ class Command:
         derivatives = reply.get("derivatives")
         if not isinstance(derivatives, list) or len(derivatives) != entries or not all(
                 _whole(b) and 0 <= b < 2**32 for b in derivatives):
-            return _outcome("failure", bounded(f"backprop: a reply without {entries} bit "
+            return answered("failure", bounded(f"backprop: a reply without {entries} bit "
                                                f"patterns: {str(derivatives)[:200]}"), "junk")
         return Outcome("ok", derivatives=derivatives)
 
@@ -272,7 +271,6 @@ KEPT_BUILDS = 64  # a server keeps the programs of its latest builds
 def serve(module, lines, write) -> None:
     """Answer each request line with one reply line, until the input ends, calling
     `module` as conformance/calling.py does: its statuses are the suite's."""
-    from gradient_conformance.conformance import calling
     programs: dict[int, object] = {}
     described = False
     for line in lines:
@@ -287,7 +285,7 @@ def serve(module, lines, write) -> None:
             continue
         if not described:  # the first reply says what the module is (SPEC.md, "The protocol")
             described = True
-            reply.update(_description(module))
+            reply.update(describe_module(module))
         if "build" in request:
             answer = calling.call_build(module, request["build"])
             if answer.status == "ok":
@@ -321,24 +319,7 @@ def serve(module, lines, write) -> None:
         write(json.dumps(reply) + "\n")
 
 
-def _description(module) -> dict:
-    """The module's NAME, VERSION and CAPABILITIES, as far as they are JSON."""
-    described = {key.lower(): getattr(module, key) for key in ("NAME", "VERSION")
-                 if isinstance(getattr(module, key, None), str)}
-    capabilities = getattr(module, "CAPABILITIES", None)
-    try:
-        json.dumps(capabilities, allow_nan=False)
-    except (TypeError, ValueError):
-        capabilities = {"unserializable": repr(capabilities)[:200]}  # a usage error there
-    if capabilities is not None:
-        described["capabilities"] = capabilities
-    described["functions"] = [f for f in ("build", "backprop")
-                              if callable(getattr(module, f, None))]
-    return described
-
-
 def _serve_run(programs, request):
-    from gradient_conformance.conformance import calling
     run = programs.get(request.get("run"))
     if run is None:
         return calling.Answer("failure", f"no program was built with id {request.get('run')}")

@@ -1,7 +1,7 @@
 """The process a Python implementation runs in, apart from the suite: `python -m
-gradient_conformance.conformance.worker`. SPEC.md, "Isolation".
+gradient_conformance.conformance.transports.worker_process`. SPEC.md, "Isolation".
 
-The suite (conformance/implementation.py, `Worker`) starts it, says which module to load,
+The suite (worker.py, `Worker`) starts it, says which module to load,
 and then sends one case at a time: build and run, or backprop. The oracle, Hypothesis and
 the suite's own numpy live in the suite's process, out of the implementation's reach; so do
 the deadlines, which the suite enforces by killing this process.
@@ -60,29 +60,21 @@ def _send(fd: int, header: dict, payload: bytes = b"") -> None:
 
 
 def _hello(request: dict):
-    """Load the module; reply with what the suite needs to know of it."""
-    from gradient_conformance.conformance.calling import LoadFailed, bounded, load_module
+    """Load the module; reply with what it says of itself."""
+    from gradient_conformance.conformance.transports.calling import LoadFailed, load_module
+    from gradient_conformance.conformance.transports.description import describe_module
     sys.path[:0] = [p for p in request["path"] if p not in sys.path]
     try:
         module = load_module(request["spec"], request["base"])
     except LoadFailed as problem:
         return None, {"ok": False, "error": str(problem)}
-    capabilities = getattr(module, "CAPABILITIES", None)
-    try:
-        json.dumps(capabilities)
-    except (TypeError, ValueError):
-        capabilities = {"unreadable": bounded(repr(capabilities), 500)}
-    return module, {
-        "ok": True, "name": bounded(str(getattr(module, "NAME", "") or ""), 200),
-        "version": bounded(str(getattr(module, "VERSION", "") or ""), 200),
-        "capabilities": capabilities,
-        "functions": [f for f in ("build", "backprop") if callable(getattr(module, f, None))]}
+    return module, {"ok": True, **describe_module(module)}
 
 
 def _case(module, request: dict, payload: bytes) -> tuple[dict, bytes]:
     import numpy as np
 
-    from gradient_conformance.conformance.calling import Answer, call_build, call_run
+    from gradient_conformance.conformance.transports.calling import Answer, call_build, call_run
     answer = call_build(module, request["source"])
     if answer.status == "ok" and request.get("run"):
         buffers, offset = {}, 0
@@ -106,7 +98,7 @@ def _case(module, request: dict, payload: bytes) -> tuple[dict, bytes]:
 def _backprop(module, request: dict) -> tuple[dict, bytes]:
     import numpy as np
 
-    from gradient_conformance.conformance.calling import call_backprop
+    from gradient_conformance.conformance.transports.calling import call_backprop
     answer = call_backprop(module, request["tape"])
     reply = {"status": answer.status, "message": answer.message, "reason": answer.reason}
     if answer.status == "ok":

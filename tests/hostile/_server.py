@@ -4,7 +4,7 @@ except where a server's `misbehave(request)` does something else (and returns Tr
 import json
 import sys
 
-from gradient_conformance.conformance.protocol import serve
+from gradient_conformance.conformance.transports.jsonlines import serve
 from gradient_conformance.implementations import fast
 
 

@@ -1,0 +1,49 @@
+"""Running the installed suite under pytest: the `gradient-conformance --impl=X ...` command,
+and what the other commands share (loading an implementation as --impl names it)."""
+
+from __future__ import annotations
+
+import os
+
+# The suite's options as this command spells them -> the plugin's (conformance/plugin.py),
+# whose names carry a prefix so that they cannot clash with another pytest plugin's.
+SUITE_OPTIONS = {
+    "--profile": "--conformance-profile", "--max-examples": "--conformance-max-examples",
+    "--case-timeout": "--conformance-case-timeout", "--report": "--conformance-report",
+    "--load-timeout": "--conformance-load-timeout",
+    "--report-json": "--conformance-report-json", "--cases-out": "--conformance-cases-out",
+    "--xfails-file": "--conformance-xfails-file", "--skips-file": "--conformance-skips-file",
+    "--no-shrink": "--conformance-no-shrink", "--in-process": "--conformance-in-process",
+}
+CHECKS_PACKAGE = "gradient_conformance.conformance.checks"
+
+
+def suite_arguments(argv: list[str]) -> list[str]:
+    """The pytest arguments that run the installed suite with these options."""
+    out = ["--pyargs", CHECKS_PACKAGE, "-o", "python_files=test_*.py", "-o",
+           "python_functions=test_*"]
+    if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
+        out += ["-p", "gradient_conformance.conformance.plugin"]
+    for arg in argv:
+        name, equals, value = arg.partition("=")
+        out.append(SUITE_OPTIONS[name] + equals + value if name in SUITE_OPTIONS else arg)
+    return out
+
+
+def run_suite(argv: list[str]) -> int:
+    import json
+
+    import pytest
+    # The report shows the command as the user typed it, not as pytest was called.
+    os.environ["GRADIENT_CONFORMANCE_COMMAND"] = json.dumps(["gradient-conformance", *argv])
+    return int(pytest.main(suite_arguments(argv)))
+
+
+def load_implementation(spec: str, timeout: float):
+    """The implementation --impl names, or ValueError (a usage error) saying why not."""
+    from gradient_conformance.conformance.transports.loading import LoadFailed, load
+    try:
+        return load(spec, timeout=timeout)
+    except LoadFailed as problem:
+        raise ValueError(f"--impl={spec}: could not load it: {problem}") from None
+

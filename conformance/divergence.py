@@ -1,0 +1,256 @@
+"""A divergence record, built once from what the check found. SPEC.md, "Reports".
+
+`describe` turns a check's `Finding` (conformance/running.py) into the report's `Divergence`:
+the elements that differ, the lines to highlight, the reference's trace and expanded program,
+the diagnosis, the signature the fuzzer deduplicates on, and the text of the case file that
+replays it. It reads the program the check already read: the parse and the spec's build are
+the check's own, and the cone of the differing slot is walked over the built graph, whose
+nodes know their lines. `save` writes the case file wherever the store is kept.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pathlib
+import shlex
+import sys
+from collections import defaultdict
+
+import numpy as np
+
+from gradient_conformance.conformance.diagnosis.diagnose import diagnose_case, diagnose_tape
+from gradient_conformance.conformance.outcome import compare
+from gradient_conformance.conformance.running import Finding
+from gradient_conformance.generators.writer import FEATURES
+from gradient_conformance.reference import cases, exact
+from gradient_conformance.reference.errors import IRError
+from gradient_conformance.reference.printer import format_expanded, format_trace
+from gradient_conformance.reference.program import Define, Loop, Program, Store
+from gradient_conformance.reference.rules import rule_key
+from gradient_conformance.reference.tape import format_tape_case
+from gradient_conformance.reports.records import Divergence, visible
+
+# Ops that move values about without computing: they are in every program's cone, and say
+# nothing about which rule is wrong.
+STRUCTURE = frozenset({"buffer", "load", "store", "def", "end", "return", "range", "call"})
+
+
+def describe(check: str, test_id: str, finding: Finding) -> Divergence:
+    """The divergence record of `finding`, found by `check` (the test `test_id`)."""
+    if finding.reading is None:
+        return _describe_tape(check, test_id, finding)
+    reading, want, got = finding.reading, finding.want, finding.got
+    difference = finding.difference or compare(want, got)
+    elements = difference.elements if difference else []
+    kind = difference.kind if difference else "none"
+    statements = reading.statements or []
+    try:
+        program = reading.program() if statements and want.status != "rejected" else None
+    except IRError:
+        program = None
+    if program is not None:
+        lines, stored = _cone(program, elements[0].slot if elements else None)
+    else:  # rejected, or not even parsed: the whole program is the cone
+        lines, stored = {s.line for s in statements}, {s.line for s in statements
+                                                        if s.op == "store"}
+    gradients = {s.line for s in statements if s.op == "gradient"}
+    highlight = sorted(gradients if finding.rule is not None else stored)
+    ops = {_feature(s.op, s.attr("op")) for s in statements if s.line in lines}
+    trace = expanded = ""
+    if program is not None and gradients and want.status == "ok":
+        trace, expanded = format_trace(program), format_expanded(program)
+        ops |= _rules_applied(program, lines & gradients)
+    ops = sorted((ops & FEATURES) - STRUCTURE)
+    diagnosis = diagnose_case(reading, finding.buffers, want, got) if statements else None
+    case_text = cases.format_case(
+        reading.source, inputs=finding.buffers, slots=reading.slots,
+        outputs=want.buffers if want.status == "ok" else None,
+        error="any" if want.status == "rejected" else None,
+        run_error=want.status == "run-error",
+        comments=[f"divergence found by {check}: {finding.summary}",
+                  f"signature: {check} / {finding.rule or '+'.join(ops)} / {kind}",
+                  *([finding.description] if finding.description else [])])
+    return Divergence(
+        check=check, test_id=test_id, summary=visible(finding.summary),
+        source=visible(reading.source), description=visible(finding.description),
+        inputs=_inputs(reading.slots, finding.buffers) if statements else [],
+        expected_status=want.status, actual_status=got.status,
+        expected_message=want.message, actual_message=got.message,
+        elements=elements, highlight=highlight, trace=trace, expanded=expanded,
+        signature=(check, finding.rule or "+".join(ops), kind), statements=len(statements),
+        diagnosis=diagnosis.to_dict() if diagnosis else {},
+        diagnosis_line=diagnosis.line() if diagnosis else "", ops=ops,
+        case_text=case_text, case_name=_case_name(check, case_text, ".ir"))
+
+
+def _describe_tape(check: str, test_id: str, finding: Finding) -> Divergence:
+    """A tape's divergence: the tape one entry a line (the first differing entry
+    highlighted), and each differing derivative as an element of slot 0. Its subject is the
+    kinds of entry on the tape, or the rejection expected."""
+    tape, want, got = finding.tape, finding.want, finding.got
+    lines = [f"{k}: {entry!r}" for k, entry in enumerate(tape)] if isinstance(tape, list) \
+        else [repr(tape)]
+    difference = finding.difference or compare(want, got)
+    elements = difference.elements if difference else []
+    kinds = sorted({str(e[0]) for e in tape if isinstance(e, list | tuple) and e}) \
+        if isinstance(tape, list) else []
+    subject = want.message if want.status == "rejected" else "tape:" + "+".join(kinds)
+    diagnosis = diagnose_tape(tape, want, got)
+    case_text = format_tape_case(
+        tape, derivatives=want.derivatives if want.status == "ok" else None,
+        error=(want.message or "any") if want.status == "rejected" else None,
+        description=f"divergence found by {check}: {finding.summary}")
+    return Divergence(
+        check=check, test_id=test_id, summary=visible(finding.summary),
+        source=visible("\n".join(lines)), description=visible(finding.description),
+        expected_status=want.status, actual_status=got.status,
+        expected_message=want.message, actual_message=got.message, elements=elements,
+        highlight=[elements[0].index + 1] if elements else [],
+        signature=(check, subject, difference.kind if difference else "none"),
+        statements=len(lines), diagnosis=diagnosis.to_dict(),
+        diagnosis_line=diagnosis.line(), case_text=case_text,
+        case_name=_case_name(check, case_text, ".json"))
+
+
+def undescribed(check: str, test_id: str, text: str) -> Divergence:
+    """A failed check that raised no divergence (an error in the check, say): its text."""
+    return Divergence(check=check, test_id=test_id, summary=visible(_first(text)),
+                      actual_message=visible(text), signature=(check, "", "failed"))
+
+
+def _feature(op: str, reduce_op) -> str:
+    return "reduce_mul" if op == "reduce" and reduce_op == "mul" else op
+
+
+def _cone(program: Program, slot: int | None) -> tuple[set[int], set[int]]:
+    """(the lines the final value of `slot` depends on, the lines that store it and make the
+    value stored): through operands, loads (every store into the loaded buffer) and calls
+    (the instance of the body called). Every store, when no slot differs (a status or a
+    failure)."""
+    into: dict = defaultdict(list)
+    every: list[Store] = []
+    work = list(program.statements)
+    while work:
+        s = work.pop()
+        if isinstance(s, Loop):
+            work += s.body
+        elif isinstance(s, Store):
+            into[s.buffer].append(s)
+            every.append(s)
+    chosen = [s for s in every if slot is None or s.buffer.attr("slot") == slot]
+    stored = {s.line for s in chosen} | {s.value.line for s in chosen}
+    lines: set[int] = set()
+    seen_stores: set[int] = set()
+    seen: set[int] = set()
+    nodes: list = []
+
+    def take(stores) -> None:
+        for s in stores:
+            if id(s) not in seen_stores:
+                seen_stores.add(id(s))
+                lines.add(s.line)
+                nodes.extend([s.value] + ([s.index] if s.index is not None else []))
+
+    take(chosen)
+    while nodes:
+        node = nodes.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        lines.add(node.line)
+        nodes.extend(node.operands)
+        if node.op == "load":
+            take(into.get(node.operands[0], []))
+        elif node.op == "call" and node in program.calls:
+            nodes.append(program.calls[node].result)
+    return lines, stored
+
+
+def _rules_applied(program: Program, lines: set[int]) -> set[str]:
+    """The ops whose rows of the rules table the gradients on `lines` applied: the nodes
+    their walks visited. A gradient of a gradient walks the first one's nodes, so the rules
+    inside it (recip in sqrt's) are among them."""
+    found: set[str] = set()
+    work = list(program.statements)
+    while work:
+        s = work.pop()
+        if isinstance(s, Loop):
+            work += s.body
+        elif isinstance(s, Define) and s.expansion is not None and s.line in lines:
+            found |= {_feature(*rule_key(v.node).partition(".")[::2])
+                      for v in s.expansion.visits}
+    return found
+
+
+def _inputs(slots, buffers) -> list[dict]:
+    out = []
+    for slot, array in sorted(buffers.items()):
+        dtype, shape = slots[slot]
+        flat = np.asarray(array).ravel()
+        values = ([exact.f32_to_text(b) for b in flat.view(np.uint32).tolist()]
+                  if dtype == "f32" else [str(v).lower() for v in flat.tolist()])
+        out.append({"slot": slot, "dtype": dtype, "shape": list(shape), "values": values,
+                    "bits": cases.format_values(array, dtype).split()})
+    return out
+
+
+def _case_name(check: str, text: str, suffix: str) -> str:
+    """One file a case: the check's name and the content's hash."""
+    slug = "".join(c if c.isalnum() or c in "-_" else "_" for c in check)[:60]
+    return f"{slug}-{hashlib.sha256(text.encode()).hexdigest()[:12]}{suffix}"
+
+
+def save(d: Divergence, folder: pathlib.Path, impl_spec: str,
+         base: pathlib.Path | None = None) -> pathlib.Path | None:
+    """Write the divergence's case file into `folder`, and say in `d` where it is and how
+    to replay it (run from `base`). None for a divergence without a case."""
+    if not d.case_text:
+        return None
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / d.case_name
+    write_atomically(path, d.case_text)
+    d.case_file = str(shown(path, base))
+    d.replay = replay_command(path, impl_spec, base)
+    return path
+
+
+def write_atomically(path: pathlib.Path, text: str) -> None:
+    """Written to a temporary name and renamed, so that a reader (or a run killed with
+    SIGKILL) never sees half a file."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(temporary, "w") as stream:
+        stream.write(text)
+        stream.flush()
+        os.fsync(stream.fileno())
+    os.replace(temporary, path)
+
+
+def replay_command(case_file: pathlib.Path, impl_spec: str,
+                   base: pathlib.Path | None = None) -> str:
+    """The command that replays a case file, as the user would type it in `base` (where the
+    suite was run): paths relative to it where they lie inside it, and the user's Python."""
+    python = shown(pathlib.Path(sys.executable), base)
+    return (f"{shlex.quote(str(python))} -m gradient_conformance replay "
+            f"{shlex.quote(str(shown(case_file, base)))} --impl={shlex.quote(impl_spec)}")
+
+
+def shown(path: pathlib.Path, base: pathlib.Path | None) -> pathlib.Path:
+    """`path` relative to `base` when it lies inside it (and does not climb out of it)."""
+    if base is None:
+        return path
+    try:
+        return pathlib.Path(os.path.relpath(path, base)) if pathlib.Path(
+            os.path.abspath(path)).is_relative_to(base) else path
+    except ValueError:
+        return path
+
+
+def _first(text: str) -> str:
+    """The line of a pytest failure that says what failed (its first `E` line)."""
+    for line in text.splitlines():
+        if line.startswith("E "):
+            return line[1:].strip()
+    lines = text.strip().splitlines()
+    return lines[-1] if lines else "failed"
+

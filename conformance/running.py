@@ -1,0 +1,236 @@
+"""How a check runs a case. SPEC.md, "The conformance suite".
+
+- `Reading`: a case's program as the reference reads it, parsed once. Its outcome under the
+  spec is the expected one; under a variant of the spec (diagnosis), it is built again from
+  the same parse.
+- `Tally`: what one check measured while it ran: the cases per op, the forward errors, the
+  figures, and the last divergence it found. Whoever runs a check gives it a new one (the
+  plugin's `tally` fixture), so nothing is kept between checks.
+- `Finding` and `Diverged`: a check that finds a divergence raises `Diverged`, carrying the
+  finding (the case, both outcomes, their difference). Hypothesis shrinks on it as on any
+  failure; whoever ran the check describes the last one (conformance/divergence.py).
+- What the generated checks share: `supported`, `exclusions`, `run_both`, `verdict`,
+  `check_case`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+from hypothesis import assume
+
+from gradient_conformance import reference
+from gradient_conformance.conformance.outcome import Difference, Outcome, compare
+from gradient_conformance.generators.buffers import output_only_slots, poisoned
+from gradient_conformance.generators.strategies import TRANSCENDENTAL
+from gradient_conformance.generators.writer import FEATURES, features_of_statements
+from gradient_conformance.reference import SPEC, Semantics, cases
+from gradient_conformance.reference.builder import build_program
+from gradient_conformance.reference.errors import IndexOutOfRange, IRError
+from gradient_conformance.reference.program import Program
+from gradient_conformance.reference.syntax import parse
+
+
+class Reading:
+    """A program as the reference reads it: parsed once (`statements`, or the `error` of a
+    source that does not parse), built under the spec once and kept, and under any other
+    semantics on demand. The oracle is trusted and called directly: only its IRErrors are
+    answers; anything else it raises is a bug of the suite's, and ends the check as an
+    error rather than be blamed on the implementation."""
+
+    def __init__(self, source: str):
+        self.source = source
+        self.statements: list | None = None
+        self.error: IRError | None = None
+        try:
+            self.statements = parse(source)
+        except IRError as problem:
+            self.error = problem
+        self._spec: Program | IRError | None = None
+
+    @property
+    def slots(self) -> dict[int, tuple[str, tuple[int, ...]]]:
+        """slot -> (dtype, shape), as the program declares them."""
+        return cases.slots_of(self.statements or [])
+
+    @property
+    def features(self) -> frozenset[str]:
+        return features_of_statements(self.statements or [])
+
+    def program(self, semantics: Semantics = SPEC) -> Program:
+        """The built program, or the IRError that rejects it."""
+        if self.error is not None:
+            raise self.error
+        if semantics is not SPEC:
+            return build_program(self.statements, semantics)
+        if self._spec is None:
+            try:
+                self._spec = build_program(self.statements, SPEC)
+            except IRError as problem:
+                self._spec = problem
+        if isinstance(self._spec, IRError):
+            raise self._spec
+        return self._spec
+
+    def outcome(self, buffers, semantics: Semantics = SPEC, *,
+                build_only: bool = False) -> Outcome:
+        """The reference's outcome on `buffers` (under `semantics`; only built, when
+        `build_only`)."""
+        try:
+            program = self.program(semantics)
+        except IRError as problem:
+            return Outcome("rejected", message=str(problem))
+        if build_only:
+            return Outcome("ok")
+        try:
+            final = reference.Runner(program)({s: a.copy() for s, a in buffers.items()})
+        except IndexOutOfRange as problem:
+            return Outcome("run-error", message=str(problem), index=True)
+        return Outcome("ok", buffers=final)
+
+
+def expected(source: str, buffers, semantics: Semantics = SPEC, *,
+             build_only: bool = False) -> Outcome:
+    """The reference's outcome for a program read once and used once."""
+    return Reading(source).outcome(buffers, semantics, build_only=build_only)
+
+
+@dataclass
+class Finding:
+    """A divergence as a check found it: what to say (`summary`), both outcomes and their
+    difference, and the case: a program (`reading`, `buffers`) or a tape. `rule`: the
+    rejection rule a missed rejection broke."""
+
+    summary: str
+    want: Outcome
+    got: Outcome
+    difference: Difference | None = None
+    description: str = ""
+    reading: Reading | None = None
+    buffers: dict = field(default_factory=dict)
+    tape: object = None
+    rule: str | None = None
+
+
+class Diverged(AssertionError):
+    """A check's failure, carrying its finding. An AssertionError, so that pytest and
+    Hypothesis treat it as any failed assertion (and shrink on it)."""
+
+    def __init__(self, finding: Finding):
+        self.finding = finding
+        case = (f"--- program ---\n{finding.reading.source}" if finding.reading is not None
+                else f"tape: {finding.tape!r}")
+        super().__init__("\n".join(filter(None, [finding.summary, finding.description, case])))
+
+
+def merge_figures(a: dict, b: dict) -> dict:
+    """Two checks' figures as one: the larger of each max_ value, the bound_ values as they
+    are (a constant of the check), the sum of the others."""
+    out = dict(a)
+    for key, value in b.items():
+        if key not in out or key.startswith("bound_"):
+            out[key] = value
+        elif key.startswith("max_"):
+            out[key] = max(out[key], value)
+        else:
+            out[key] += value
+    return out
+
+
+class Tally:
+    """What one check measured while it ran."""
+
+    def __init__(self):
+        self.cases = 0
+        self.ops: Counter[str] = Counter()  # op -> cases of this check that used it
+        self.ulps: dict[str, dict] = {}  # op -> the forward error figures of the ulp chart
+        self.figures: dict[str, dict] = {}  # name -> figures to merge across checks
+        self.last: Finding | None = None  # the last divergence raised
+
+    def case(self, features) -> None:
+        """A case ran; it used `features` (the IR's own only: an error case's unknown op is
+        none)."""
+        self.cases += 1
+        self.ops.update(set(features) & FEATURES)
+
+    def measure(self, name: str, **values) -> None:
+        self.figures[name] = merge_figures(self.figures.get(name, {}), values)
+
+    def diverged(self, finding: Finding) -> Diverged:
+        """The failure to raise for `finding`, kept as the last one: a check that ends
+        otherwise (the implementation hung while it shrank) still has it described."""
+        self.last = finding
+        return Diverged(finding)
+
+    def record(self) -> dict:
+        """What it measured, as a check's record carries it (JSON)."""
+        return {"cases": self.cases, "ops": dict(self.ops), "ulps": self.ulps,
+                "figures": self.figures}
+
+
+def supported(impl, case, tally: Tally) -> None:
+    """Leave out (as Hypothesis's assume) a case that uses what the implementation says it
+    does not support; strategies are also told, so this rarely triggers. Every generated
+    case passes here, so this is also where the cases run per op are counted."""
+    assume(not (set(case.features) & impl.unsupported()))
+    tally.case(case.features)
+
+
+def exclusions(impl, *, transcendental: bool = False) -> frozenset[str]:
+    """What a strategy must not generate for this implementation."""
+    return frozenset(set(impl.unsupported()) | (TRANSCENDENTAL if transcendental else set()))
+
+
+def run_both(impl, source: str, buffers) -> tuple[Reading, Outcome, Outcome]:
+    """The program read, the reference's outcome on it, and the implementation's."""
+    reading = Reading(source)
+    want = reading.outcome(buffers)
+    return reading, want, impl.run_case(source, buffers, reading.slots)
+
+
+def verdict(tally: Tally, reading: Reading, buffers, want: Outcome, got: Outcome, *,
+            ulps: int = 0, description: str = "", context: str = "") -> None:
+    """Raise Diverged unless the outcomes agree (compare, within `ulps`); `context` opens
+    the summary."""
+    difference = compare(want, got, ulps=ulps)
+    if difference is not None:
+        raise tally.diverged(Finding(f"{context}{difference}", want, got, difference,
+                                     description, reading, buffers))
+
+
+def check_case(impl, tally: Tally, case, *, ulps: int = 0) -> None:
+    """A generated case on both; Diverged if they differ."""
+    reading, want, got = run_both(impl, case.source, case.buffers)
+    verdict(tally, reading, case.buffers, want, got, ulps=ulps, description=case.description)
+
+
+# The bound against the true derivative (test_derivative.py says why): K times the
+# reference's own f32 error at the point, plus C ulps of the true value; the truth from
+# DIGITS-digit finite differences with a relative step of STEP.
+K, C = 4, 4
+DIGITS, STEP = 50, 1e-20
+
+
+def ulp(value: float) -> float:
+    """The f32 ulp at `value` (the smallest subnormal at 0 and beyond the finite)."""
+    if value == 0 or not math.isfinite(value):
+        return 2.0**-149
+    return float(np.spacing(np.float32(abs(value)))) or 2.0**-149
+
+
+def case_file_buffers(case, slots) -> dict:
+    """A case file's initial contents: its `#: in` lines, zeros for the other slots it
+    loads, and POISON for a slot it only stores into (generators/buffers.py says why)."""
+    buffers = cases.initial_buffers(case, slots)
+    stored_only = output_only_slots(case.source) - set(case.inputs)
+    return {slot: poisoned(slots[slot]) if slot in stored_only else array
+            for slot, array in buffers.items()}
+
+
+def single_op_source(op: str, count: int) -> str:
+    """`op` over `count` f32 values of slot 0, stored back: how one op is measured alone."""
+    return (f"%a = buffer slot=0 dtype=f32 shape=[{count}]\n%x = load %a\n%y = {op} %x\n"
+            "store %a %y\n")

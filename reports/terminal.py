@@ -1,0 +1,68 @@
+"""What the terminal shows of a run: a divergence as a failed check's text, and the lines of
+the run's figures. SPEC.md, "Reports". Pure functions of the records, as html.py is."""
+
+from __future__ import annotations
+
+from gradient_conformance.reports.records import Divergence
+
+SHOWN_VALUES = 16  # input values per slot in the terminal
+
+
+def terminal_text(d: Divergence) -> str:
+    """A divergence as the terminal shows a failed check: what differs, the program (the
+    case's, not the suite's source) with the lines that made the differing slot marked, the
+    inputs in decimal and hex, what the implementation said, and how to replay it."""
+    out = [d.summary] + ([d.description] if d.description and d.description != d.summary
+                         else [])
+    if d.source:
+        marked = set(d.highlight)
+        out.append("--- the program" + (" (lines marked > store the first differing slot)"
+                                        if marked else "") + " ---")
+        out += [f"{'>' if k in marked else ' '}{k:4}  {line}"
+                for k, line in enumerate(d.source.splitlines(), start=1)]
+    if d.inputs:
+        out.append("--- inputs ---")
+        for slot in d.inputs:
+            pairs = [value if value == bits else f"{value} ({bits})"
+                     for value, bits in zip(slot["values"], slot["bits"], strict=False)]
+            more = len(pairs) - SHOWN_VALUES
+            out.append(f"slot {slot['slot']} {slot['dtype']}{slot['shape']}: "
+                       + "  ".join(pairs[:SHOWN_VALUES]) + (f"  ... {more} more" if more > 0
+                                                            else ""))
+    if d.elements:
+        out.append("--- differing elements ---")
+        out += [f"slot {e.slot}[{e.index}]: expected {e.expected} ({e.expected_bits}), got "
+                f"{e.actual} ({e.actual_bits})" + ("" if e.ulps is None else
+                                                   f", {e.ulps} ulps apart")
+                for e in d.elements]
+    if d.actual_message and d.actual_message not in d.summary:
+        out += ["--- the implementation said ---", d.actual_message]
+    if d.diagnosis_line:
+        out.append(d.diagnosis_line)
+    if d.case_file:
+        out.append(f"case file: {d.case_file}")
+    if d.replay:
+        out.append(f"replay:    {d.replay}")
+    return "\n".join(out)
+
+
+def figures_lines(figures: dict[str, dict]) -> list[str]:
+    """The run's figures in words, one line for each kind measured."""
+    return [WRITERS[name](values) for name, values in sorted(figures.items())
+            if name in WRITERS]
+
+
+def _derivative(measured: dict) -> str:
+    """The derivative check's figures: what was measured, and against what bound."""
+    outputs, over = measured.get("outputs", 0), measured.get("over", 0)
+    k, c = measured.get("bound_K", "?"), measured.get("bound_C", "?")
+    verdict = (f"{over} of {outputs} outputs beyond it" if over else
+               f"every one of {outputs} outputs within it")
+    return (f"gradients against the true derivative: {measured.get('cases', 0)} cases "
+            f"({measured.get('differenced', 0)} gradients by 50-digit finite differences, "
+            f"the rest read over the reals); the bound is K = {k} times the reference's own "
+            f"f32 error there plus C = {c} ulps of the true value: {verdict}, the worst at "
+            f"{measured.get('max_used', 0.0):.0%} of its bound")
+
+
+WRITERS = {"derivative": _derivative}

@@ -1,0 +1,153 @@
+"""The project's layout as README's "Layout" states it: no import cycle anywhere (imports inside
+functions included), and nothing outside `conformance/checks/` imports from it. The imports
+are read from the source, not run, so a lazy import counts as much as one at the top."""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+# The repository's folders as the installed package names them (pyproject.toml).
+PACKAGES = ("reference", "generators", "conformance", "reports", "implementations", "adapters")
+CHECKS = "gradient_conformance.conformance.checks"
+
+
+def module_name(path: pathlib.Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(["gradient_conformance", *parts])
+
+
+def modules() -> dict[str, pathlib.Path]:
+    return {module_name(p): p for package in PACKAGES for p in (ROOT / package).rglob("*.py")
+            if "node_modules" not in p.parts}
+
+
+def imports(name: str, path: pathlib.Path, known: set[str]) -> set[str]:
+    """The project's modules `name` imports, anywhere in its body. `from P import x` is the
+    module P.x when that is a module, else P; `reference/` imports itself relatively."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            targets = [(alias.name, None) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[:len(anchor) - node.level + 1]
+                base = ".".join([*anchor, *([base] if base else [])])
+            targets = [(base, alias.name) for alias in node.names]
+        else:
+            continue
+        for base, member in targets:
+            if member and f"{base}.{member}" in known:
+                found.add(f"{base}.{member}")
+            elif base in known:
+                found.add(base)
+    found.discard(name)
+    return found
+
+
+def graph() -> dict[str, set[str]]:
+    found = modules()
+    return {name: imports(name, path, set(found)) for name, path in found.items()}
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's, iteratively)."""
+    index, low, on_stack, stack, out = {}, {}, set(), [], []
+    for start in edges:
+        if start in index:
+            continue
+        work = [(start, iter(sorted(edges[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            for child in children:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(edges.get(child, ())))))
+                    break
+                if child in on_stack:
+                    low[node] = min(low[node], index[child])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        out.append(sorted(component))
+    return out
+
+
+def test_no_module_imports_itself_back():
+    assert cycles(graph()) == []
+
+
+def test_nothing_outside_the_checks_imports_them():
+    """Not the package's other modules, nor the tests and benchmarks beside it: the checks
+    are found as pytest collects them."""
+    known = set(modules())
+    beside = {f"{folder}.{p.stem}": p for folder in ("tests", "benchmarks")
+              for p in (ROOT / folder).rglob("*.py")}
+    reaching = sorted(f"{name} imports {target}"
+                      for name, path in {**modules(), **beside}.items()
+                      if not name.startswith(CHECKS)
+                      for target in imports(name, path, known) if target.startswith(CHECKS))
+    assert reaching == []
+
+
+# The rooms of conformance/, in README's order: each imports only rooms before it.
+ROOMS = ("outcome", "running", "diagnosis", "transports", "divergence", "totals", "plugin",
+         "checks", "commands")
+
+
+def _room(name: str) -> str | None:
+    prefix = "gradient_conformance.conformance."
+    return name.removeprefix(prefix).split(".")[0] if name.startswith(prefix) else None
+
+
+def test_the_rooms_of_conformance_import_one_way():
+    found = set()
+    for name, targets in graph().items():
+        here = _room(name)
+        if here is None or here == "__main__":
+            continue
+        assert here in ROOMS, f"{name}: a room README's Layout does not name"
+        found |= {f"{name} imports {t}" for t in targets if _room(t) and _room(t) != here
+                  and ROOMS.index(_room(t)) > ROOMS.index(here)}
+    assert sorted(found) == []
+
+
+def test_reports_render_without_the_suite():
+    assert sorted(f"{name} imports {t}" for name, targets in graph().items()
+                  if name.startswith("gradient_conformance.reports") for t in targets
+                  if not t.startswith("gradient_conformance.reports")) == []
+
+
+def test_the_detector_finds_a_cycle():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_every_package_is_installed():
+    """A subpackage pyproject.toml does not list would be missing from the wheel."""
+    import tomllib
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+                 ["packages"])
+    packages = {module_name(p) for package in PACKAGES for p in (ROOT / package).rglob(
+        "__init__.py") if "node_modules" not in p.parts}
+    assert packages - listed == set()
