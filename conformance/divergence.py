@@ -20,8 +20,10 @@ from collections import defaultdict
 import numpy as np
 
 from gradient_conformance.conformance.diagnosis.diagnose import diagnose_case, diagnose_tape
+from gradient_conformance.conformance.diagnosis.locate import Location, locate, locate_tape
 from gradient_conformance.conformance.outcome import compare
 from gradient_conformance.conformance.running import Finding
+from gradient_conformance.conformance.transports.loading import Abandoned
 from gradient_conformance.generators.writer import FEATURES
 from gradient_conformance.reference import cases, exact
 from gradient_conformance.reference.errors import IRError
@@ -36,8 +38,9 @@ from gradient_conformance.reports.records import Divergence, visible
 STRUCTURE = frozenset({"buffer", "load", "store", "def", "end", "return", "range", "call"})
 
 
-def describe(check: str, test_id: str, finding: Finding) -> Divergence:
-    """The divergence record of `finding`, found by `check` (the test `test_id`)."""
+def describe(check: str, test_id: str, finding: Finding, impl=None) -> Divergence:
+    """The divergence record of `finding`, found by `check` (the test `test_id`); with
+    `impl`, the implementation that diverged, located (its statement found by probes)."""
     if finding.reading is None:
         return _describe_tape(check, test_id, finding)
     reading, want, got = finding.reading, finding.want, finding.got
@@ -63,6 +66,7 @@ def describe(check: str, test_id: str, finding: Finding) -> Divergence:
         ops |= _rules_applied(program, lines & gradients)
     ops = sorted((ops & FEATURES) - STRUCTURE)
     diagnosis = diagnose_case(reading, finding.buffers, want, got) if statements else None
+    location = _located(impl, finding) if statements else None
     case_text = cases.format_case(
         reading.source, inputs=finding.buffers, slots=reading.slots,
         outputs=want.buffers if want.status == "ok" else None,
@@ -81,6 +85,8 @@ def describe(check: str, test_id: str, finding: Finding) -> Divergence:
         signature=(check, finding.rule or "+".join(ops), kind), statements=len(statements),
         diagnosis=diagnosis.to_dict() if diagnosis else {},
         diagnosis_line=diagnosis.line() if diagnosis else "", ops=ops,
+        location=location.to_dict() if location else {},
+        location_line=location.text() if location else "",
         case_text=case_text, case_name=_case_name(check, case_text, ".ir"))
 
 
@@ -97,6 +103,7 @@ def _describe_tape(check: str, test_id: str, finding: Finding) -> Divergence:
         if isinstance(tape, list) else []
     subject = want.message if want.status == "rejected" else "tape:" + "+".join(kinds)
     diagnosis = diagnose_tape(tape, want, got)
+    location = locate_tape(tape, want, got) if isinstance(tape, list) else None
     case_text = format_tape_case(
         tape, derivatives=want.derivatives if want.status == "ok" else None,
         error=(want.message or "any") if want.status == "rejected" else None,
@@ -109,8 +116,22 @@ def _describe_tape(check: str, test_id: str, finding: Finding) -> Divergence:
         highlight=[elements[0].index + 1] if elements else [],
         signature=(check, subject, difference.kind if difference else "none"),
         statements=len(lines), diagnosis=diagnosis.to_dict(),
-        diagnosis_line=diagnosis.line(), case_text=case_text,
+        diagnosis_line=diagnosis.line(), location=location.to_dict() if location else {},
+        location_line=location.text() if location else "", case_text=case_text,
         case_name=_case_name(check, case_text, ".json"))
+
+
+def _located(impl, finding: Finding) -> Location:
+    """Where the implementation departs, asked of it; or why it could not be asked (the
+    implementation stopped answering in this check, or none was given)."""
+    if impl is None:
+        return Location(reason="no implementation to ask (a divergence described from its "
+                        "record alone)")
+    try:
+        return locate(impl, finding.reading, finding.buffers, finding.want, finding.got,
+                      rule=finding.rule)
+    except Abandoned as stopped:
+        return Location(reason=f"not probed: {stopped}")
 
 
 def undescribed(check: str, test_id: str, text: str) -> Divergence:

@@ -170,13 +170,15 @@ class Run:
             return
         from gradient_conformance.reports.terminal import figures_lines
         lines = figures_lines(self.totals.figures)
-        diagnosed = [d.diagnosis.get("seconds", 0.0) for d in self.totals.divergences
-                     if d.diagnosis]
+        diagnosed = [d.diagnosis.get("seconds", 0.0) + d.location.get("seconds", 0.0)
+                     for d in self.totals.divergences if d.diagnosis or d.location]
         if diagnosed:
             run = time.monotonic() - self.clock
-            lines.append(f"diagnosis: {len(diagnosed)} divergences re-run under the catalogue's "
-                         f"variants in {sum(diagnosed):.1f} s, {100 * sum(diagnosed) / run:.1f}% "
-                         f"of the run's {run:.0f} s")
+            probes = sum(d.location.get("runs", 0) for d in self.totals.divergences)
+            lines.append(f"diagnosis and location: {len(diagnosed)} divergences re-run under "
+                         f"the catalogue's variants and probed ({probes} runs of the "
+                         f"implementation) in {sum(diagnosed):.1f} s, "
+                         f"{100 * sum(diagnosed) / run:.1f}% of the run's {run:.0f} s")
         if self.impl.restarts:
             lines.append(f"the implementation was started again {self.impl.restarts} times, "
                          "after crashes, timeouts or replies that broke the protocol")
@@ -443,9 +445,9 @@ def _divergence(run, check: str, test_id: str, excinfo, tally, text: str):
     from gradient_conformance.conformance.running import Diverged
     from gradient_conformance.conformance.transports.loading import Abandoned
     if excinfo is not None and excinfo.errisinstance(Diverged):
-        d = divergence.describe(check, test_id, excinfo.value.finding)
+        d = divergence.describe(check, test_id, excinfo.value.finding, run.impl)
     elif excinfo is not None and excinfo.errisinstance(Abandoned) and tally.last is not None:
-        d = divergence.describe(check, test_id, tally.last)
+        d = divergence.describe(check, test_id, tally.last, run.impl)
         d.description = "\n".join(filter(None, [d.description, f"({excinfo.value})"]))
     else:
         return divergence.undescribed(check, test_id, text)

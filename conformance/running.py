@@ -145,6 +145,7 @@ class Tally:
 
     def __init__(self):
         self.cases = 0
+        self.reruns = 0  # cases run while Hypothesis shrank a divergence: not counted
         self.ops: Counter[str] = Counter()  # op -> cases of this check that used it
         self.ulps: dict[str, dict] = {}  # op -> the forward error figures of the ulp chart
         self.figures: dict[str, dict] = {}  # name -> figures to merge across checks
@@ -152,12 +153,18 @@ class Tally:
 
     def case(self, features) -> None:
         """A case ran; it used `features` (the IR's own only: an error case's unknown op is
-        none)."""
+        none). Once the check has found a divergence, Hypothesis only shrinks it: those
+        re-runs are counted apart, so that the figures count distinct cases."""
+        if self.last is not None:
+            self.reruns += 1
+            return
         self.cases += 1
         self.ops.update(set(features) & FEATURES)
 
     def measure(self, name: str, **values) -> None:
-        self.figures[name] = merge_figures(self.figures.get(name, {}), values)
+        """Add to the figures `name` (not while shrinking: see `case`)."""
+        if self.last is None or name not in self.figures:
+            self.figures[name] = merge_figures(self.figures.get(name, {}), values)
 
     def diverged(self, finding: Finding) -> Diverged:
         """The failure to raise for `finding`, kept as the last one: a check that ends
@@ -167,8 +174,10 @@ class Tally:
 
     def record(self) -> dict:
         """What it measured, as a check's record carries it (JSON)."""
-        return {"cases": self.cases, "ops": dict(self.ops), "ulps": self.ulps,
-                "figures": self.figures}
+        figures = {name: {**values, "reruns": self.reruns} for name, values in
+                   self.figures.items()}
+        return {"cases": self.cases, "reruns": self.reruns, "ops": dict(self.ops),
+                "ulps": self.ulps, "figures": figures}
 
 
 def supported(impl, case, tally: Tally) -> None:

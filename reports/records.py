@@ -71,6 +71,10 @@ class Divergence:
     # variants, pairs, tried, pairs_tried, reason; and its line, as the terminal shows it.
     diagnosis: dict = field(default_factory=dict)
     diagnosis_line: str = ""
+    # Where it departs (conformance/diagnosis/locate.py): line, says, reason, probes, runs;
+    # and its line, as the terminal shows it.
+    location: dict = field(default_factory=dict)
+    location_line: str = ""
     ops: list[str] = field(default_factory=list)  # the IR's ops the differing output used
     # The case file that replays it, as text, and the name it is saved under (its content's
     # hash): whoever keeps the store writes it (conformance/divergence.py, `save`).

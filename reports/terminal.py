@@ -39,6 +39,8 @@ def terminal_text(d: Divergence) -> str:
         out += ["--- the implementation said ---", d.actual_message]
     if d.diagnosis_line:
         out.append(d.diagnosis_line)
+    if d.location_line:
+        out.append(d.location_line)
     if d.case_file:
         out.append(f"case file: {d.case_file}")
     if d.replay:
@@ -58,8 +60,10 @@ def _derivative(measured: dict) -> str:
     k, c = measured.get("bound_K", "?"), measured.get("bound_C", "?")
     verdict = (f"{over} of {outputs} outputs beyond it" if over else
                f"every one of {outputs} outputs within it")
+    reruns = measured.get("reruns", 0)
     return (f"gradients against the true derivative: {measured.get('cases', 0)} cases "
-            f"({measured.get('differenced', 0)} gradients by 50-digit finite differences, "
+            + (f"(and {reruns} re-runs while shrinking, not counted) " if reruns else "")
+            + f"({measured.get('differenced', 0)} gradients by 50-digit finite differences, "
             f"the rest read over the reals); the bound is K = {k} times the reference's own "
             f"f32 error there plus C = {c} ulps of the true value: {verdict}, the worst at "
             f"{measured.get('max_used', 0.0):.0%} of its bound")

@@ -109,7 +109,8 @@ def test_a_fault_outside_the_catalogue_gets_no_name(tmp_path):
         assert not d["diagnosis"]["pairs"], d["diagnosis_line"]
         assert "no known variant" in d["diagnosis_line"]
     assert "diagnosis: no known variant reproduces these results" in output
-    assert f"diagnosis: {len(divergences)} divergences re-run under the catalogue's" in output
+    assert f"diagnosis and location: {len(divergences)} divergences re-run under the " \
+        "catalogue's variants and probed" in output
 
 
 def test_the_matrix_says_what_each_system_does_from_its_diagnoses():
@@ -121,15 +122,20 @@ def test_the_matrix_says_what_each_system_does_from_its_diagnoses():
         return {"name": name, "says": CATALOGUE[name].says, "section": CATALOGUE[name].section}
     order = {"variants": [named("program-order"), named("pairwise")], "pairs": []}
     diagnoses = [order, order, {"variants": [named("flush-results")]},
-                 {"variants": [], "pairs": []}, {"reason": "a crash"}]
-    divergences = [Divergence(check=str(k), test_id="", summary="", diagnosis=d)
-                   for k, d in enumerate(diagnoses)]
+                 {"variants": [], "pairs": []}, {"variants": [], "pairs": []},
+                 {"reason": "a crash"}]
+    locations = [{}, {}, {}, {"line": 7, "kind": "share", "op": "recip"},
+                 {"reason": "the program does not build"},
+                 {"reason": "the implementation misbehaved"}]
+    divergences = [Divergence(check=str(k), test_id="", summary="", diagnosis=d, location=w)
+                   for k, (d, w) in enumerate(zip(diagnoses, locations, strict=True))]
     report = Report(implementation={"name": "sys", "version": "1"}, divergences=divergences,
                     checks={"c": {"failed": 2}})
     said = findings(report)
     assert said[:2] == ["`program-order` or `pairwise`: 2", "`flush-results`: 1"]
-    assert said[2:] == ["no known variant: 1",
-                        "not diagnosed (a failure, or no program to re-run): 1"]
+    assert said[2:] == ["no known variant, located (1): share at `recip` 1",
+                        "neither (2): the implementation misbehaved 1; the program does not "
+                        "build 1"]
     text = markdown({"sys": (report, "")})
     assert f"- `pairwise`: {CATALOGUE['pairwise'].says} (SPEC.md, \"The walk\")" in text
     assert "- **sys**: " + "; ".join(said) + "." in markdown({"sys": (report, "")})

@@ -40,7 +40,8 @@ def test_the_fast_implementation_passes(figures):
             f"({output.strip().splitlines()[-1]})")
 
 
-# What each seeded fault is, as the catalogue of variants names it (conformance/variants.py).
+# What each seeded fault is, as the catalogue of variants names it
+# (conformance/diagnosis/variants.py).
 DIAGNOSED_AS = {
     "reversed_fold": "reversed-arrival", "creation_order": "creation-order",
     "detach_passes": "detach-passes", "literal_x": "without-x-literal",
@@ -50,6 +51,31 @@ DIAGNOSED_AS = {
     "merged_scopes": "scopes-merged", "tape_program_order": "tape-program-order",
     "tape_const_zero": "tape-const-zero", "tape_same_operand_once": "tape-same-operand-once",
 }
+
+
+# Where each seeded fault departs, as its divergences' locations must say: the kind of
+# departure and the op of the statement it names (None: any op), for at least one divergence;
+# and every divergence has a variant or a location (conformance/diagnosis/locate.py).
+LOCATED_AT = {
+    "reversed_fold": ("fold", None), "creation_order": ("fold", None),
+    "detach_passes": ("blocked", "detach"), "literal_x": ("rejection", "gradient"),
+    "max_tie_first": ("share", "max"), "pairwise_reduce": ("value", "reduce"),
+    "flush_to_zero": ("value", None), "reduce_mul_on_path": ("rejection", "gradient"),
+    "nonscalar_loss": ("rejection", "gradient"), "recip_form": ("share", "recip"),
+    "merged_scopes": ("loop", "range"), "tape_program_order": ("sum", None),
+    "tape_const_zero": ("sum", "const"), "tape_same_operand_once": ("share", None),
+}
+
+
+def assert_located_at(name: str, divergences: list[dict], output: str) -> None:
+    kind, op = LOCATED_AT[name]
+    located = [d["location"] for d in divergences if d["location"].get("line")]
+    assert any(w["kind"] == kind and op in (None, w["op"]) for w in located), \
+        [d["location_line"] for d in divergences]
+    for d in divergences:
+        assert d["location"].get("line") or d["diagnosis"].get("variants") or \
+            d["diagnosis"].get("pairs"), (d["summary"], d["location_line"])
+    assert "location: line " in output or "location: entry " in output
 
 
 def assert_diagnosed_as(name: str, divergences: list[dict], output: str) -> int:
@@ -79,6 +105,7 @@ def test_every_seeded_fault_is_killed_and_diagnosed_by_its_name(fault, tmp_path,
     assert failed, output[-3000:]
     divergences = json.loads(report.read_text())["divergences"]
     named = assert_diagnosed_as(DIAGNOSED_AS[fault], divergences, output)
+    assert_located_at(fault, divergences, output)
     figures(f"kill: {fault:20} caught by {', '.join(sorted({t for _, t in failed}))}; "
             f"diagnosed as {DIAGNOSED_AS[fault]} in {named} of {len(divergences)}")
 

@@ -195,13 +195,14 @@ def test_a_module_with_neither_is_a_usage_error(tmp_path):
 @pytest.mark.parametrize("fault", ["tape_program_order", "tape_const_zero",
                                    "tape_same_operand_once"])
 def test_every_tape_fault_is_killed_and_diagnosed_by_its_name(fault, tmp_path):
-    from tests.test_seeded_faults import DIAGNOSED_AS, assert_diagnosed_as
+    from tests.test_seeded_faults import DIAGNOSED_AS, assert_diagnosed_as, assert_located_at
     report = tmp_path / "r.json"
     code, output = _suite(f"gradient_conformance.implementations.faults.{fault}", "-k", "tape",
                           f"--report-json={report}")
     assert code == 1, output[-3000:]
-    assert_diagnosed_as(DIAGNOSED_AS[fault], json.loads(report.read_text())["divergences"],
-                        output)
+    divergences = json.loads(report.read_text())["divergences"]
+    assert_diagnosed_as(DIAGNOSED_AS[fault], divergences, output)
+    assert_located_at(fault, divergences, output)
 
 
 def test_the_bundled_implementation_passes_the_tape_checks():

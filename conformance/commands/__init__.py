@@ -20,29 +20,28 @@ stderr, never a traceback).
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 
-from gradient_conformance.conformance.commands import (
-    fuzz,
-    matrix,
-    mutants,
-    replay,
-    serve,
-    spec,
-    vectors,
-)
 from gradient_conformance.conformance.commands.suite import SUITE_OPTIONS, run_suite
 
-# Each command's module adds its parser and runs it (`add_parser`, `run`); `report` lives
-# with `fuzz`, whose folders it reads.
-COMMANDS = {"replay": (replay.add_parser, replay.run),
-            "vectors": (vectors.add_parser, vectors.run),
-            "fuzz": (fuzz.add_parser, fuzz.run),
-            "matrix": (matrix.add_parser, matrix.run),
-            "report": (fuzz.add_report_parser, fuzz.run_report),
-            "serve": (serve.add_parser, serve.run),
-            "spec": (spec.add_parser, spec.run),
-            "mutants": (mutants.add_parser, mutants.run)}
+# command -> (its module, the module's function that adds its parser, the one that runs it).
+# Each module is imported only when a command is asked for: the suite itself (no command)
+# must start pytest before Hypothesis or the oracle is imported, or pytest warns that it
+# cannot rewrite their asserts. `report` lives with `fuzz`, whose folders it reads.
+COMMANDS = {"replay": ("replay", "add_parser", "run"),
+            "vectors": ("vectors", "add_parser", "run"),
+            "fuzz": ("fuzz", "add_parser", "run"),
+            "matrix": ("matrix", "add_parser", "run"),
+            "report": ("fuzz", "add_report_parser", "run_report"),
+            "serve": ("serve", "add_parser", "run"),
+            "spec": ("spec", "add_parser", "run"),
+            "mutants": ("mutants", "add_parser", "run")}
+
+
+def _function(command: str, which: int):
+    module = importlib.import_module(f"{__name__}.{COMMANDS[command][0]}")
+    return getattr(module, COMMANDS[command][which])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -61,8 +60,8 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gradient-conformance", description=__doc__.split(
         "\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
-    for add_parser, _ in COMMANDS.values():
-        add_parser(commands)
+    for command in COMMANDS:
+        _function(command, 1)(commands)
     return parser
 
 
@@ -70,7 +69,7 @@ def _command(argv: list[str]) -> int:
     from gradient_conformance.reference.errors import IRError
     args = _parser().parse_args(argv)
     try:
-        return COMMANDS[args.command][1](args)
+        return _function(args.command, 2)(args)
     except (OSError, ValueError, IRError) as problem:
         print(f"gradient-conformance {args.command}: {problem}", file=sys.stderr)
         return 2

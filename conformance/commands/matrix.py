@@ -130,10 +130,12 @@ def variants_named(report: Report) -> dict[str, dict]:
 
 def findings(report: Report) -> list[str]:
     """A system's diagnoses, one phrase per set of variants that explain a divergence (or
-    pair) with its count, then the count of divergences no variant explains, and of those
-    not diagnosed (a crash or a timeout, which no variant of the spec does)."""
+    pair) with its count; then the divergences no variant explains, by where they were
+    located (the kind of departure and the op of its statement); then those neither
+    explained nor located, by the reason they could not be."""
     counts: dict[str, int] = {}
-    unexplained = failures = 0
+    located: dict[str, int] = {}
+    neither: dict[str, int] = {}
     for d in report.divergences:
         named = [f"`{v['name']}`" for v in d.diagnosis.get("variants", [])]
         named += [" with ".join(f"`{v['name']}`" for v in pair)
@@ -141,15 +143,19 @@ def findings(report: Report) -> list[str]:
         if named:
             key = " or ".join(named)
             counts[key] = counts.get(key, 0) + 1
-        elif d.diagnosis.get("reason") or not d.diagnosis:
-            failures += 1
+        elif d.location.get("line"):
+            where = f"{d.location.get('kind', '')} at `{d.location.get('op', '')}`"
+            located[where] = located.get(where, 0) + 1
         else:
-            unexplained += 1
+            why = d.location.get("reason") or d.diagnosis.get("reason") or "not probed"
+            neither[why] = neither.get(why, 0) + 1
     phrases = [f"{text}: {n}" for text, n in sorted(counts.items(), key=lambda kv: -kv[1])]
-    if unexplained:
-        phrases.append(f"no known variant: {unexplained}")
-    if failures:
-        phrases.append(f"not diagnosed (a failure, or no program to re-run): {failures}")
+    if located:
+        phrases.append(f"no known variant, located ({sum(located.values())}): " + ", ".join(
+            f"{text} {n}" for text, n in sorted(located.items(), key=lambda kv: (-kv[1], kv[0]))))
+    if neither:
+        phrases.append(f"neither ({sum(neither.values())}): " + "; ".join(
+            f"{why} {n}" for why, n in sorted(neither.items(), key=lambda kv: (-kv[1], kv[0]))))
     return phrases
 
 

@@ -25,6 +25,10 @@ def replay(impl, path: str, *, trace: bool = False, diagnose: bool = False) -> t
     if str(path).endswith(".json"):
         return replay_tape(impl, path, diagnose=diagnose)
     case = cases.load_case(path)
+    if case.error is None and not case.run_error and not case.outputs and not case.near:
+        raise ValueError(f"{path} has no `#: out`, `#: near`, `#: error` or `#: run-error` "
+                         "line: nothing to compare (gradient-conformance spec \"Case "
+                         "files\")")
     reading = Reading(case.source)
     lines = [f"case: {path}", f"implementation: {impl.label} ({impl.spec})"]
     slots = reading.slots if case.error is None else {}
@@ -50,7 +54,13 @@ def replay(impl, path: str, *, trace: bool = False, diagnose: bool = False) -> t
         lines.append(format_trace(reading.program()).rstrip())
     if diagnose and not agrees:
         from gradient_conformance.conformance.diagnosis.diagnose import diagnose_case
+        from gradient_conformance.conformance.diagnosis.locate import locate
         lines.append(diagnose_case(reading, buffers, want, got).line())
+        if want.status == "ok" and got.status == "ok":
+            # Located against the reference's own outcome on every slot: the case file may
+            # expect some of them only.
+            want = reading.outcome(buffers)
+        lines.append(locate(impl, reading, buffers, want, got).text())
     return agrees, "\n".join([*lines, _verdict(agrees)])
 
 
@@ -110,7 +120,9 @@ def replay_tape(impl, path: str, *, diagnose: bool = False) -> tuple[bool, str]:
     agrees = difference is None
     if diagnose and not agrees:
         from gradient_conformance.conformance.diagnosis.diagnose import diagnose_tape
+        from gradient_conformance.conformance.diagnosis.locate import locate_tape
         lines.append(diagnose_tape(case["tape"], want, got).line())
+        lines.append(locate_tape(case["tape"], want, got).text())
     return agrees, "\n".join([*lines, _verdict(agrees)])
 
 

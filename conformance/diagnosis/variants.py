@@ -26,6 +26,7 @@ import numpy as np
 
 from gradient_conformance.reference import errors, exact, gradient, rules
 from gradient_conformance.reference.graph import scoped_key
+from gradient_conformance.reference.interp import EXACT, elementwise_table
 from gradient_conformance.reference.semantics import SPEC, Semantics, tape_left_fold
 
 
@@ -142,11 +143,21 @@ def _scopes_merged(op, dtype, shape, operands, attrs, scope, tag, origin):
     return scoped_key(op, dtype, shape, operands, attrs, scope, tag, origin)
 
 
+def _signed_zero_literals_merged(op, dtype, shape, operands, attrs, scope, tag, origin):
+    """The literals 0.0 and -0.0 are one node (as a table keyed on float value makes them:
+    -0.0 == 0.0), the first one made."""
+    if op == "const" and dtype == "f32" and dict(attrs).get("value") == exact.NEG_ZERO:
+        attrs = (("value", exact.POS_ZERO),)
+    return scoped_key(op, dtype, shape, operands, attrs, scope, tag, origin)
+
+
 INTERNING = [
     Variant("no-hash-consing", "makes every statement a node of its own: equal nodes are not "
             "one", "Hash consing", _set(key=lambda *fields: object()), frozenset({"gradient"})),
     Variant("scopes-merged", "merges the nodes of a range body with equal nodes outside it",
             "Hash consing", _set(key=_scopes_merged), frozenset({"gradient", "range"})),
+    Variant("signed-zero-literals-merged", "makes the literals 0.0 and -0.0 one node, the "
+            "first one written", "Hash consing", _set(key=_signed_zero_literals_merged)),
     Variant("gradient-nodes-apart", "keeps the nodes a gradient builds apart from the "
             "program's equal nodes", "Hash consing",
             _set(key=lambda *f: (*scoped_key(*f), f[-1])), frozenset({"gradient"})),
@@ -341,6 +352,36 @@ def _max_first_on_zeros(a, b):
     return a if (a | b) & 0x7FFFFFFF == 0 else exact.f32_max(a, b)
 
 
+def _max_second_on_zeros(a, b):
+    return b if (a | b) & 0x7FFFFFFF == 0 else exact.f32_max(a, b)
+
+
+def _sum_in_binary64(values: list) -> int:
+    """A row of f32 summed left to right in binary64, rounded to f32 once at the end."""
+    total = exact.decode(values[0])
+    for v in values[1:]:
+        total += exact.decode(v)
+    return exact.f32_from_float(total)
+
+
+ONE = exact.f32_from_text("1.0")
+
+
+def _mul_rewriting_recip(node, args):
+    """mul, but recip(a) * a and a * recip(a) are 1.0: the algebraic rewrite a simplifier
+    makes (which the spec does not: at 0 and at infinity the product is NaN)."""
+    a, b = node.operands
+    if node.dtype == "f32" and ((a.op == "recip" and a.operands[0] is b) or
+                                (b.op == "recip" and b.operands[0] is a)):
+        return np.full(node.shape, ONE, dtype=object)
+    multiply = elementwise_table(EXACT)[("mul", node.dtype)]
+    left, right = (np.broadcast_to(v, node.shape) for v in args)
+    out = np.empty(node.shape, dtype=object)
+    for index in np.ndindex(node.shape):
+        out[index] = multiply(left[index], right[index])
+    return out
+
+
 def _max_ignoring_nan(a, b):
     if exact.is_nan(a):
         return b
@@ -420,6 +461,16 @@ FORWARD = [
     Variant("max-first-on-zeros", "gives max's first operand for max(-0.0, +0.0) and "
             "max(+0.0, -0.0)", "Values and arithmetic", _ops("max0", max=_max_first_on_zeros),
             frozenset({"max"})),
+    Variant("max-second-on-zeros", "gives max's second operand for max(-0.0, +0.0) and "
+            "max(+0.0, -0.0)", "Values and arithmetic",
+            _ops("max0b", max=_max_second_on_zeros), frozenset({"max"})),
+    Variant("sums-in-binary64", "sums reduce op=add of f32 in binary64, rounding once at "
+            "the end", "Values and arithmetic",
+            _ops("sum64", fold_row=_fold_add_rows(_sum_in_binary64)), frozenset({"reduce"})),
+    Variant("recip-times-x-is-one", "rewrites recip(a) * a to 1.0 (an algebraic "
+            "simplification)", "Values and arithmetic",
+            _ops("simplified", arrays={"mul": _mul_rewriting_recip}),
+            frozenset({"recip", "mul"})),
     Variant("max-ignores-nan", "gives max's other operand when one is NaN (fmax)",
             "Values and arithmetic", _ops("fmax", max=_max_ignoring_nan), frozenset({"max"})),
     Variant("numpy-sum", "sums reduce op=add of f32 as numpy does (pairwise, from +0.0)",
