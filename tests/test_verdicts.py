@@ -121,3 +121,15 @@ def test_replay_diagnoses_a_case_whose_out_lines_cover_some_slots(tmp_path):
     assert run.returncode == 1, run.stdout + run.stderr
     assert "Traceback" not in run.stderr and "diagnosis: " in run.stdout, run.stderr
     assert "location: line" in run.stdout, run.stdout
+
+
+def test_a_flush_is_diagnosed_where_an_op_is_also_computed_otherwise():
+    """Before, flush-results wrapped the spec's sin, so paired with a sin computed in
+    binary64 (which replaces it) nothing reproduced the fast implementation's FTZ fault on
+    sin: "no known variant". A flush now wraps whatever op it is applied over, and pairs are
+    tried in both orders."""
+    code, output, _ = suite("gradient_conformance.implementations.faults.flush_to_zero", "-k",
+                            "forward_error_per_op and sin")
+    assert code == 1, output[-3000:]
+    lines = [line for line in output.splitlines() if line.startswith("diagnosis: ")]
+    assert lines and all("[flush-results]" in line for line in lines), lines

@@ -133,9 +133,13 @@ def _diagnose_case(reading: Reading, buffers, want: Outcome, got: Outcome) -> Di
                      key=lambda n: -explained[n])[:PAIR_CANDIDATES]
     for a, b in itertools.combinations(helpful, 2):
         diagnosis.pairs_tried += 1
-        both = CATALOGUE[b].change(CATALOGUE[a].semantics())
-        if reproduces(run_variant(reading, both, buffers, build_only=build_only), got):
-            diagnosis.pairs.append([a, b])
+        # Applied one after the other, in both orders: a variant that computes an op
+        # otherwise replaces it, so only the one applied last can wrap it (a flush).
+        for first, then in ((a, b), (b, a)):
+            both = CATALOGUE[then].change(CATALOGUE[first].semantics())
+            if reproduces(run_variant(reading, both, buffers, build_only=build_only), got):
+                diagnosis.pairs.append([a, b])
+                break
     return diagnosis
 
 

@@ -89,14 +89,20 @@ def locate(impl, reading: Reading, buffers, want: Outcome, got: Outcome, *,
     if difference is None or not difference.elements:
         return Location(reason="the outputs agree bit for bit (the check compared them "
                         "otherwise)")
-    return _Probe(impl, reading, program, buffers, got).forward(difference.elements[0].slot)
+    return _Probe(impl, reading, program, buffers, want, got).forward(
+        difference.elements[0].slot)
 
 
 class _Probe:
-    def __init__(self, impl, reading: Reading, program: Program, buffers, got: Outcome):
+    def __init__(self, impl, reading: Reading, program: Program, buffers, want: Outcome,
+                 got: Outcome):
         self.impl, self.reading, self.program = impl, reading, program
-        self.buffers, self.got = buffers, got
+        self.buffers, self.want, self.got = buffers, want, got
         self.names = {d.node: d for d in program.statements if isinstance(d, Define)}
+        self.restated: dict = {}  # node -> every top-level statement naming it
+        for d in program.statements:
+            if isinstance(d, Define):
+                self.restated.setdefault(d.node, []).append(d)
         self.runs = self.probes = 0
         self.started = time.monotonic()
 
@@ -117,7 +123,7 @@ class _Probe:
         defines = [d for d in self.program.statements if isinstance(d, Define) and
                    d.node in cone and d.node.op != "buffer"][:MAX_PROBES]
         if not defines:
-            return self._inside_a_loop(cone, slot) or self.done(
+            return self._literal_stored(slot) or self._inside_a_loop(cone, slot) or self.done(
                 reason="no named top-level value in the differing slot's cone (a literal, or "
                 "a value made inside a call)")
         values = self.ask([(d.name, d.node) for d in defines])
@@ -137,8 +143,28 @@ class _Probe:
         return self._inside_a_loop(cone, slot) or self.done(
             reason="every value probed agrees: the difference arises in a store or a call")
 
+    def _literal_stored(self, slot: int) -> Location | None:
+        """A top-level store of a literal into `slot`: the literal is the value that
+        differs (its reading: SPEC.md, "Text form"). Of several, the one stored at the
+        first differing element's index."""
+        difference = compare(self.final_of(slot), self.got_of(slot))
+        index = difference.elements[0].index
+        stores = [s for s in self.program.statements if isinstance(s, Store) and
+                  s.buffer is self.program.buffers[slot] and s.value.is_literal]
+        stores.sort(key=lambda s: s.index is None or s.index.attr("value") != index)
+        if not stores:
+            return None
+        line = stores[0].line
+        return self.done(line, f"line {line}, `{_text(self.reading, line)}`: the literal it "
+                         f"stores; {_values(difference)}", kind="literal")
+
     def want_of(self, slot: int) -> Outcome:
+        """The slot's initial contents."""
         return Outcome("ok", {slot: self.buffers[slot]})
+
+    def final_of(self, slot: int) -> Outcome:
+        """The slot's final contents by the spec."""
+        return Outcome("ok", {slot: self.want.buffers[slot]})
 
     def got_of(self, slot: int) -> Outcome:
         return Outcome("ok", {slot: self.got.buffers[slot]})
@@ -199,6 +225,16 @@ class _Probe:
             if adjoint is None:
                 continue
             senders = [s for s in v.senders if s is not None]
+            same = self.restated.get(v.node, [])
+            if len(same) > 1:
+                named = " and ".join(f"{n.name} (line {n.line})" for n in same)
+                return self.done(same[0].line, (
+                    f"line {same[0].line}, `{_text(self.reading, same[0].line)}`: by hash "
+                    f"consing, {named} are one node (SPEC.md, \"Hash consing\"), whose "
+                    f"adjoint in the gradient on line {d.line} sums the shares of every use "
+                    f"of either: {_values(adjoint)}, as an implementation that kept them apart "
+                    "would give"),
+                    kind="hash-consing")
             blocked = _blocked(d.expansion, v.node)
             if blocked:
                 return self._blocked_edge(d, blocked[0], shown, adjoint, senders)
@@ -350,9 +386,11 @@ def _values(difference) -> str:
             f"({e.actual_bits})")
 
 
-def _text(reading: Reading, line: int) -> str:
+def _text(reading: Reading, line: int, limit: int = 100) -> str:
+    """Line `line` of the program, as written (cut, if longer than `limit`)."""
     lines = reading.source.splitlines()
-    return lines[line - 1].split("#")[0].strip() if 0 < line <= len(lines) else ""
+    text = lines[line - 1].split("#")[0].strip() if 0 < line <= len(lines) else ""
+    return text if len(text) <= limit else f"{text[:limit - 3]}..."
 
 
 def locate_tape(tape, want: Outcome, got: Outcome) -> Location:

@@ -336,16 +336,28 @@ ARITHMETIC = ("add", "mul", "recip", "sqrt", "exp2", "log2", "sin")
 UNARY = ("recip", "sqrt", "exp2", "log2", "sin")
 
 
+def _flushing(name: str, ops: tuple[str, ...], *, inputs: bool):
+    """Flush subnormals around the ops of whatever domain the semantics has (so that a
+    flush composes with a variant that computes an op otherwise, applied before it): the
+    results (FTZ), or the operands (DAZ)."""
+    def change(s: Semantics) -> Semantics:
+        def wrapped(f):
+            if inputs:
+                return staticmethod(lambda *a: f(*map(exact.flush, a)))
+            return staticmethod(lambda *a: exact.flush(f(*a)))
+        base = s.domain
+        body = {op: wrapped(getattr(base, op)) for op in ops}
+        domain = type(f"{type(base).__name__}_{name}", (type(base),), body)()
+        return dataclasses.replace(s, domain=domain)
+    return change
+
+
 def _flushed_results():
-    methods = {op: (lambda f: lambda *a: exact.flush(f(*a)))(getattr(exact, f"f32_{op}"))
-               for op in (*ARITHMETIC, "max")}
-    return _ops("ftz", **methods)
+    return _flushing("ftz", (*ARITHMETIC, "max"), inputs=False)
 
 
 def _flushed_inputs():
-    methods = {op: (lambda f: lambda *a: f(*map(exact.flush, a)))(getattr(exact, f"f32_{op}"))
-               for op in (*ARITHMETIC, "max", "lt", "ne", "to_bool")}
-    return _ops("daz", **methods)
+    return _flushing("daz", (*ARITHMETIC, "max", "lt", "ne", "to_bool"), inputs=True)
 
 
 def _max_first_on_zeros(a, b):

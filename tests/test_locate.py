@@ -1,0 +1,115 @@
+"""Location: the statement where an implementation departs, found by probes through the same
+protocol. SPEC.md, "Diagnosis" (Location). The implementations here are variants of the spec
+(their departure known by construction) and a few hostile ones."""
+
+from __future__ import annotations
+
+import pytest
+
+from gradient_conformance.conformance.diagnosis import locate as locating
+from gradient_conformance.conformance.diagnosis.locate import MAX_PROBES, locate, locate_tape
+from gradient_conformance.conformance.outcome import Outcome
+from gradient_conformance.conformance.running import Reading, case_file_buffers
+from gradient_conformance.conformance.transports.loading import load
+from gradient_conformance.reference import cases
+from gradient_conformance.reference.tape import backprop_bits
+from tests.conftest import CASES
+
+
+def _located(spec: str, case_file: str, **kwargs):
+    impl = load(spec, in_process=True)
+    try:
+        case = cases.load_case(CASES / case_file)
+        reading = Reading(case.source)
+        buffers = case_file_buffers(case, reading.slots)
+        want = reading.outcome(buffers)
+        got = impl.run_case(case.source, buffers, reading.slots)
+        return locate(impl, reading, buffers, want, got, **kwargs)
+    finally:
+        impl.close()
+
+
+@pytest.mark.parametrize(("variant", "case_file", "kind", "line", "op"), [
+    ("recip-form", "gradient/op_form_recip.ir", "share", 8, "recip"),
+    ("reversed-arrival", "gradient/arrival_not_reversed.ir", "fold", 11, "load"),
+    ("detach-passes", "examples/lesson_detach.ir", "blocked", 7, "detach"),
+    ("no-hash-consing", "gradient/hash_consing_shares.ir", "hash-consing", 8, "mul"),
+    ("flush-results", "ops/subnormals_kept.ir", "value", 12, "mul"),
+    ("pairwise-reduce", "ops/reduce_not_pairwise.ir", "value", 9, "reduce"),
+    ("scopes-merged", "gradient/range_keeps_nodes_apart.ir", "loop", 10, "range"),
+    ("signed-zero-literals-merged", "ops/signed_zero_literals.ir", "value", 12, "add"),
+    ("max-tie-first", "examples/max_tie.ir", "share", 12, "max"),
+])
+def test_a_variant_is_located_where_it_departs(variant, case_file, kind, line, op):
+    where = _located(f"variant:{variant}", case_file)
+    assert (where.kind, where.line, where.op) == (kind, line, op), where.text()
+    assert where.text().startswith(f"location: line {line}, `")
+    assert where.runs <= 2 and where.probes <= 2 * MAX_PROBES
+
+
+def test_a_missed_rejection_is_located_at_its_gradient():
+    where = _located("variant:without-x-literal", "examples/lesson_literal_x.ir",
+                     rule="x-literal")
+    assert where.kind == "rejection" and where.op == "gradient" and where.runs == 0
+
+
+def test_an_unwritten_slot_is_located_at_its_buffer(tmp_path):
+    module = tmp_path / "changes_inputs.py"
+    module.write_text(
+        "import numpy as np\nfrom gradient_conformance import reference\n"
+        "def build(source):\n    run = reference.build(source)\n"
+        "    def changed(buffers):\n        out = run(buffers)\n"
+        "        out[0] = out[0] + np.float32(1)\n        return out\n    return changed\n")
+    where = _located(str(module), "gradient/op_form_recip.ir")
+    assert (where.kind, where.line, where.op) == ("unwritten", 5, "buffer"), where.text()
+
+
+def test_a_probe_program_refused_explains_and_changes_nothing(tmp_path):
+    """An implementation that rejects any program with more slots than it was first shown:
+    the location says so; the verdict was made before, from the case alone."""
+    module = tmp_path / "refuses_probes.py"
+    module.write_text(
+        "from gradient_conformance.conformance.diagnosis.variants import implementation\n"
+        "_variant = implementation('recip-form')\n"
+        "def build(source):\n    if '%__probe' in source:\n"
+        "        raise ValueError('no probes here')\n    return _variant.build(source)\n")
+    where = _located(str(module), "gradient/op_form_recip.ir")
+    assert not where.line and "did not run the probe program" in where.reason
+    assert "no probes here" in where.reason
+
+
+def test_probes_are_bounded(monkeypatch):
+    """A cone of more named values than MAX_PROBES is probed up to the bound."""
+    monkeypatch.setattr(locating, "MAX_PROBES", 3)
+    where = _located("variant:flush-results", "ops/subnormals_kept.ir")
+    assert where.probes <= 3
+
+
+def test_a_failure_or_a_status_is_not_probed():
+    reading = Reading((CASES / "gradient" / "op_form_recip.ir").read_text())
+    crashed = locate(None, reading, {}, Outcome("ok"), Outcome("failure", reason="crash"))
+    rejected = locate(None, reading, {}, Outcome("ok"), Outcome("rejected", message="no"))
+    assert not crashed.line and "misbehaved" in crashed.reason
+    assert not rejected.line and "a status" in rejected.reason
+
+
+def test_a_tape_is_located_without_probes():
+    tape = [["input", 2.0], ["input", 3.0], ["mul", 0, 1], ["add", 2, 0]]
+    want = backprop_bits(tape)
+    got = list(want)
+    got[0] ^= 1  # entry 0 receives the shares of entries 2 and 3: their sum is wrong
+    where = locate_tape(tape, Outcome("ok", derivatives=want), Outcome("ok", derivatives=got))
+    assert (where.kind, where.line) == ("sum", 1) and where.runs == 0, where.text()
+    got = list(want)
+    got[1] ^= 1  # entry 1's only user is entry 2
+    where = locate_tape(tape, Outcome("ok", derivatives=want), Outcome("ok", derivatives=got))
+    assert (where.kind, where.line, where.op) == ("share", 3, "mul"), where.text()
+
+
+def test_an_i32_slot_is_located_too(tmp_path):
+    module = tmp_path / "wrong_idiv.py"
+    module.write_text(
+        "from gradient_conformance.conformance.diagnosis.variants import implementation\n"
+        "build = implementation('idiv-floors').build\n")
+    where = _located(str(module), "ops/i32_c_semantics.ir")
+    assert where.kind == "value" and where.op == "idiv", where.text()
