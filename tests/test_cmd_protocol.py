@@ -10,8 +10,8 @@ import textwrap
 import numpy as np
 import pytest
 
+from gradient_conformance.conformance.transports.command import Command
 from gradient_conformance.conformance.transports.jsonlines import (
-    Command,
     decode_buffer,
     encode_buffer,
 )

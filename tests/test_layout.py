@@ -151,3 +151,18 @@ def test_every_package_is_installed():
     packages = {module_name(p) for package in PACKAGES for p in (ROOT / package).rglob(
         "__init__.py") if "node_modules" not in p.parts}
     assert packages - listed == set()
+
+
+def test_the_far_sides_of_the_transports_need_numpy_alone():
+    """What runs in the implementation's process (the worker, a served module: in MXNet's
+    venv, with numpy and mpmath only) imports neither Hypothesis nor the oracle."""
+    import subprocess
+    import sys
+    for module in ("gradient_conformance.conformance.transports.jsonlines",
+                   "gradient_conformance.conformance.transports.worker_process",
+                   "gradient_conformance.conformance.commands.serve"):
+        run = subprocess.run([sys.executable, "-c", f"import sys, {module}; print(sorted("
+                              "m for m in sys.modules if m.split('.')[0] in ('hypothesis', "
+                              "'jinja2', 'pytest') or m.startswith('gradient_conformance."
+                              "reference')))"], capture_output=True, text=True, check=True)
+        assert run.stdout.strip() == "[]", (module, run.stdout)

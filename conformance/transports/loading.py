@@ -20,9 +20,9 @@ import numpy as np
 
 from gradient_conformance.conformance.outcome import Outcome
 from gradient_conformance.conformance.transports import calling
+from gradient_conformance.conformance.transports.command import Command
 from gradient_conformance.conformance.transports.description import FUNCTIONS, describe_module
 from gradient_conformance.conformance.transports.in_process import InProcess
-from gradient_conformance.conformance.transports.jsonlines import Command
 from gradient_conformance.conformance.transports.worker import LOAD_TIMEOUT, Worker
 from gradient_conformance.generators.writer import FEATURES
 from gradient_conformance.reports.records import visible
@@ -77,12 +77,14 @@ class Implementation:
 
     def begin_check(self) -> None:
         self.abandon, self.restarts_before = "", self.restarts
+        self.timed_out = False  # whether it timed out in this check
 
     def _guarded(self, outcome_of) -> Outcome:
         if self.abandon:
             raise Abandoned(self.abandon)
         outcome = outcome_of()
         if outcome.reason == "timeout":
+            self.timed_out = True
             self.abandon = ("the implementation timed out in this check, so the suite "
                             "stopped shrinking: the case reported is the one that hung")
         elif self.restarts - self.restarts_before >= RESTARTS_PER_CHECK:
