@@ -14,6 +14,7 @@ distance, so a caller can keep finite differences away from them.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -25,14 +26,24 @@ from .rules import HALF_PI, LN2
 _LN2_BITS, _HALF_PI_BITS = exact.f32_from_text(LN2), exact.f32_from_text(HALF_PI)
 
 
+@functools.cache
+def _context(digits: int) -> MPContext:
+    """An mpmath context at `digits` decimal digits. Making one costs about 10 ms, and the
+    generators make a Real for every case they draw, so there is one per precision; none is
+    ever changed after it is made (nothing here sets `dps` again), so none carries state
+    from one use to the next."""
+    context = MPContext()
+    context.dps = digits
+    return context
+
+
 class Real:
     """Real numbers at `digits` decimal digits."""
 
     name = "real"
 
     def __init__(self, digits: int = 60):
-        self.mp = MPContext()
-        self.mp.dps = digits
+        self.mp = _context(digits)
         self.margin = math.inf
 
     # values in and out
