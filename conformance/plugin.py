@@ -111,6 +111,7 @@ class Run:
         self.cases_dir = self._cases_dir()
         self.started, self.clock = time.time(), time.monotonic()
         self.totals = None  # made when the first record arrives (Totals imports the oracle)
+        self.hung = 0  # checks in a row in which the implementation timed out
         self.written: list[pathlib.Path] = []
         self.impl = None
 
@@ -361,6 +362,22 @@ def pytest_collection_modifyitems(session, config, items):
         config.issue_config_time_warning(pytest.PytestWarning(
             f"the xfails or skips file names {stale!r}, which is part of no check's id in "
             "this run: a stale entry"), stacklevel=2)
+    # The cheapest and most telling first: case files (a second kills most faults), then
+    # each module by its RANK. A stable sort of the collection order, the same in every
+    # xdist worker.
+    order = {id(item): k for k, item in enumerate(items)}
+    items.sort(key=lambda item: (rank(item), order[id(item)]))
+
+
+def rank(item) -> int:
+    """Where a collected test runs: a user's own tests first, as collected; then the case
+    files; then each check module by its RANK (conformance/checks/__init__.py)."""
+    if not is_check(item):
+        return -1
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    if "path" in params or "name" in params:
+        return 0
+    return getattr(item.module, "RANK", 9)
 
 
 # --- running ---------------------------------------------------------------------------------
@@ -416,6 +433,7 @@ def pytest_runtest_makereport(item, call):
     if hasattr(report, "wasxfail"):
         record = {"check": check, "outcome": "xfailed"}
     elif call.when == "call":
+        _stop_if_it_keeps_hanging(run, item)
         tally = item.stash[TALLY_KEY]
         record = {"check": check, "outcome": report.outcome, **tally.record()}
         if report.failed:
@@ -436,6 +454,20 @@ def pytest_runtest_makereport(item, call):
             record["skip"] = str(report.longrepr[2]).removeprefix("Skipped: ")
         report.user_properties.append((PROPERTY, json.dumps(record)))
     return report
+
+
+HUNG_CHECKS = 3  # checks in a row in which the implementation timed out: the run stops
+
+
+def _stop_if_it_keeps_hanging(run, item) -> None:
+    """An implementation that timed out in HUNG_CHECKS checks in a row (a build that never
+    returns, say) would cost a timeout in every check left: the run stops there, as -x
+    would, saying why. The checks it did not reach did not run; none passes."""
+    run.hung = run.hung + 1 if run.impl.timed_out else 0
+    if run.hung >= HUNG_CHECKS:
+        item.session.shouldstop = (f"the implementation timed out in {HUNG_CHECKS} checks in a "
+                                   "row, so the run stops here: the checks after them did not "
+                                   "run")
 
 
 def _divergence(run, check: str, test_id: str, excinfo, tally, text: str):

@@ -1,0 +1,60 @@
+"""How fast each strategy draws, beside Hypothesis's own rate for a trivial strategy in the
+same process and run: the measure of a strategy's cost that does not depend on how loaded
+the machine is. `gradient-conformance mutants` and `benchmarks/suite_speed.py` print it.
+SPEC.md, "Benchmarks"."""
+
+from __future__ import annotations
+
+import time
+
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+
+from gradient_conformance.generators.strategies import (
+    differentiable_programs,
+    exact_programs,
+    invalid_gradients,
+    near_misses,
+    order_sensitive_gradients,
+    programs,
+)
+from gradient_conformance.generators.tapes import invalid_tapes, order_sensitive_tapes, tapes
+
+# The trivial strategy first: Hypothesis's own cost of an example, with nothing to build.
+STRATEGIES = {
+    "trivial (st.integers())": st.integers,
+    "programs()": programs, "exact_programs()": exact_programs,
+    "differentiable_programs()": differentiable_programs,
+    "order_sensitive_gradients()": order_sensitive_gradients,
+    "invalid_gradients()": invalid_gradients, "near_misses()": near_misses,
+    "tapes()": tapes, "order_sensitive_tapes()": order_sensitive_tapes,
+    "invalid_tapes()": invalid_tapes,
+}
+
+
+def draw_rate(strategy, examples: int) -> float:
+    """Cases drawn per second from `strategy` (derandomized, generating only), checking
+    nothing."""
+    drawn = []
+
+    @settings(max_examples=examples, database=None, derandomize=True, deadline=None,
+              phases=[Phase.generate], suppress_health_check=list(HealthCheck))
+    @given(data=st.data())
+    def draw_only(data):
+        drawn.append(data.draw(strategy))
+
+    start = time.perf_counter()
+    draw_only()
+    return len(drawn) / (time.perf_counter() - start)
+
+
+def draw_rates(examples: int = 200) -> dict[str, float]:
+    """name -> cases per second, for every strategy of STRATEGIES."""
+    return {name: draw_rate(make(), examples) for name, make in STRATEGIES.items()}
+
+
+def rates_table(rates: dict[str, float]) -> str:
+    """The rates, each beside its share of the trivial strategy's."""
+    trivial = next(iter(rates.values()))
+    return "\n".join(f"{name:<30} {rate:>9.1f}/s  {rate / trivial:>6.1%} of trivial"
+                     for name, rate in rates.items())
