@@ -3,9 +3,10 @@
 Every variant of the catalogue (conformance/diagnosis/variants.py), applied to the reference, is a
 faulty implementation: the suite runs against each (`--impl=variant:NAME`, stopping at the
 first failure) and must kill it. It prints, per variant, the check that killed it and how
-long that took, then the count killed, the survivors, and the median and largest time to the
-first failure. A variant listed in EQUIVALENT is one no program can tell from the spec, with
-the reason; it is reported as such, not as a survivor.
+long that took, then the count killed, the survivors, the median and largest time to the
+first failure, and each strategy's draw rate beside Hypothesis's own for a trivial strategy,
+measured in the same run (generators/rates.py). A variant listed in EQUIVALENT is one no
+program can tell from the spec, with the reason; it is reported as such, not as a survivor.
 """
 
 from __future__ import annotations
@@ -60,6 +61,9 @@ def mutants(names: list[str], *, profile: str = "ci", jobs: int = 1,
     if killed:
         print(f"time to the first failure: median {statistics.median(killed):.1f} s, at most "
               f"{max(killed):.1f} s", file=out)
+    from gradient_conformance.generators.rates import draw_rates, rates_table
+    print("draw rates in this process, beside Hypothesis's own for a trivial strategy:\n"
+          + rates_table(draw_rates()), file=out)
     return results
 
 
