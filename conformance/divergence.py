@@ -15,12 +15,11 @@ import os
 import pathlib
 import shlex
 import sys
-from collections import defaultdict
 
 import numpy as np
 
 from gradient_conformance.conformance.diagnosis.diagnose import diagnose_case, diagnose_tape
-from gradient_conformance.conformance.diagnosis.locate import Location, locate, locate_tape
+from gradient_conformance.conformance.diagnosis.locate import Location, cone, locate, locate_tape
 from gradient_conformance.conformance.outcome import compare
 from gradient_conformance.conformance.running import Finding
 from gradient_conformance.conformance.transports.loading import Abandoned
@@ -28,7 +27,7 @@ from gradient_conformance.generators.writer import FEATURES
 from gradient_conformance.reference import cases, exact
 from gradient_conformance.reference.errors import IRError
 from gradient_conformance.reference.printer import format_expanded, format_trace
-from gradient_conformance.reference.program import Define, Loop, Program, Store
+from gradient_conformance.reference.program import Define, Loop, Program
 from gradient_conformance.reference.rules import rule_key
 from gradient_conformance.reference.tape import format_tape_case
 from gradient_conformance.reports.records import Divergence, visible
@@ -146,46 +145,11 @@ def _feature(op: str, reduce_op) -> str:
 
 def _cone(program: Program, slot: int | None) -> tuple[set[int], set[int]]:
     """(the lines the final value of `slot` depends on, the lines that store it and make the
-    value stored): through operands, loads (every store into the loaded buffer) and calls
-    (the instance of the body called). Every store, when no slot differs (a status or a
-    failure)."""
-    into: dict = defaultdict(list)
-    every: list[Store] = []
-    work = list(program.statements)
-    while work:
-        s = work.pop()
-        if isinstance(s, Loop):
-            work += s.body
-        elif isinstance(s, Store):
-            into[s.buffer].append(s)
-            every.append(s)
-    chosen = [s for s in every if slot is None or s.buffer.attr("slot") == slot]
-    stored = {s.line for s in chosen} | {s.value.line for s in chosen}
-    lines: set[int] = set()
-    seen_stores: set[int] = set()
-    seen: set[int] = set()
-    nodes: list = []
-
-    def take(stores) -> None:
-        for s in stores:
-            if id(s) not in seen_stores:
-                seen_stores.add(id(s))
-                lines.add(s.line)
-                nodes.extend([s.value] + ([s.index] if s.index is not None else []))
-
-    take(chosen)
-    while nodes:
-        node = nodes.pop()
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        lines.add(node.line)
-        nodes.extend(node.operands)
-        if node.op == "load":
-            take(into.get(node.operands[0], []))
-        elif node.op == "call" and node in program.calls:
-            nodes.append(program.calls[node].result)
-    return lines, stored
+    value stored); every store's, when no slot differs (a status or a failure)."""
+    nodes, reached = cone(program, slot)
+    chosen = [s for s in reached if slot is None or s.buffer.attr("slot") == slot]
+    return ({n.line for n in nodes} | {s.line for s in reached},
+            {s.line for s in chosen} | {s.value.line for s in chosen})
 
 
 def _rules_applied(program: Program, lines: set[int]) -> set[str]:

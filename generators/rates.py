@@ -10,25 +10,17 @@ import time
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from gradient_conformance.generators.strategies import (
-    differentiable_programs,
-    exact_programs,
-    invalid_gradients,
-    near_misses,
-    order_sensitive_gradients,
-    programs,
-)
-from gradient_conformance.generators.tapes import invalid_tapes, order_sensitive_tapes, tapes
+from gradient_conformance.generators import strategies as programs_of
+from gradient_conformance.generators import tapes as tapes_of
 
 # The trivial strategy first: Hypothesis's own cost of an example, with nothing to build.
 STRATEGIES = {
     "trivial (st.integers())": st.integers,
-    "programs()": programs, "exact_programs()": exact_programs,
-    "differentiable_programs()": differentiable_programs,
-    "order_sensitive_gradients()": order_sensitive_gradients,
-    "invalid_gradients()": invalid_gradients, "near_misses()": near_misses,
-    "tapes()": tapes, "order_sensitive_tapes()": order_sensitive_tapes,
-    "invalid_tapes()": invalid_tapes,
+    **{f"{name}()": getattr(programs_of, name) for name in (
+        "programs", "exact_programs", "differentiable_programs", "order_sensitive_gradients",
+        "invalid_gradients", "near_misses")},
+    **{f"{name}()": getattr(tapes_of, name) for name in (
+        "tapes", "order_sensitive_tapes", "invalid_tapes")},
 }
 
 

@@ -113,17 +113,17 @@ class _Probe:
 
     def forward(self, slot: int) -> Location:
         buffer = self.program.buffers.get(slot)
-        if buffer is not None and not _stores_into(self.program, buffer):
+        if buffer is not None and not any(s.buffer is buffer for s in stores(self.program)):
             return self.done(buffer.line, (
                 f"line {buffer.line}, `{_text(self.reading, buffer.line)}`: the program never "
                 "stores into this slot, so it ends as it began; the implementation's ends "
                 f"otherwise: {_values(compare(self.want_of(slot), self.got_of(slot)))}"),
                 kind="unwritten")
-        cone = _cone_nodes(self.program, slot)
+        in_cone, _ = cone(self.program, slot)
         defines = [d for d in self.program.statements if isinstance(d, Define) and
-                   d.node in cone and d.node.op != "buffer"][:MAX_PROBES]
+                   d.node in in_cone and d.node.op != "buffer"][:MAX_PROBES]
         if not defines:
-            return self._literal_stored(slot) or self._inside_a_loop(cone, slot) or self.done(
+            return self._literal_stored(slot) or self._inside_a_loop(in_cone, slot) or self.done(
                 reason="no named top-level value in the differing slot's cone (a literal, or "
                 "a value made inside a call)")
         values = self.ask([(d.name, d.node) for d in defines])
@@ -140,7 +140,7 @@ class _Probe:
                 return self.gradient(d, values[d.name])
             return self.done(d.line, f"line {d.line}, `{_text(self.reading, d.line)}`: "
                              f"{_values(values[d.name])}, operands equal", kind="value")
-        return self._inside_a_loop(cone, slot) or self.done(
+        return self._inside_a_loop(in_cone, slot) or self.done(
             reason="every value probed agrees: the difference arises in a store or a call")
 
     def _literal_stored(self, slot: int) -> Location | None:
@@ -169,7 +169,7 @@ class _Probe:
     def got_of(self, slot: int) -> Outcome:
         return Outcome("ok", {slot: self.got.buffers[slot]})
 
-    def _inside_a_loop(self, cone: set, slot: int) -> Location | None:
+    def _inside_a_loop(self, in_cone: set, slot: int) -> Location | None:
         """The outermost range whose body stores into `slot` or makes a value of its cone:
         the values of a body are not probed (they change with each iteration)."""
         for loop in self.program.statements:
@@ -183,7 +183,7 @@ class _Probe:
                 elif isinstance(s, Store):
                     inside = s.buffer.attr("slot") == slot
                 elif isinstance(s, Define):
-                    inside = s.node in cone
+                    inside = s.node in in_cone
             if inside:
                 return self.done(loop.line, (
                     f"line {loop.line}, `{_text(self.reading, loop.line)}`: every value "
@@ -320,20 +320,36 @@ class _Probe:
                               Outcome("ok", {s: got.buffers[s]})) for s, name in probes.items()}
 
 
-def _cone_nodes(program: Program, slot: int) -> set:
-    """The nodes the final value of `slot` depends on, through operands and the stores a
-    load may read."""
-    into: dict = {}
-    work = list(program.statements)
+def stores(program: Program) -> list[Store]:
+    """Every store of the program, those in range bodies included."""
+    found, work = [], list(program.statements)
     while work:
         s = work.pop()
         if isinstance(s, Loop):
             work += s.body
         elif isinstance(s, Store):
-            into.setdefault(s.buffer, []).append(s)
-    nodes = [n for s in into.get(program.buffers.get(slot), []) for n in (s.value, s.index)
-             if n is not None]
+            found.append(s)
+    return found
+
+
+def cone(program: Program, slot: int | None) -> tuple[set, list[Store]]:
+    """(the nodes the final value of `slot` depends on, the stores they reach): through
+    operands, loads (every store into the loaded buffer) and calls (the instance of the
+    body called). From every store when `slot` is None."""
+    into: dict = {}
+    for s in stores(program):
+        into.setdefault(s.buffer, []).append(s)
+    reached: list[Store] = []
     seen: set = set()
+    nodes: list = []
+
+    def take(found) -> None:
+        for s in found:
+            if not any(s is r for r in reached):
+                reached.append(s)
+                nodes.extend(n for n in (s.value, s.index) if n is not None)
+
+    take(stores(program) if slot is None else into.get(program.buffers.get(slot), []))
     while nodes:
         node = nodes.pop()
         if node in seen:
@@ -341,9 +357,10 @@ def _cone_nodes(program: Program, slot: int) -> set:
         seen.add(node)
         nodes.extend(node.operands)
         if node.op == "load":
-            nodes.extend(n for s in into.get(node.operands[0], []) for n in (s.value, s.index)
-                         if n is not None)
-    return seen
+            take(into.get(node.operands[0], []))
+        elif node.op == "call" and node in program.calls:
+            nodes.append(program.calls[node].result)
+    return seen, reached
 
 
 def _blocked(expansion, into=None) -> list[tuple]:
@@ -358,17 +375,6 @@ def _blocked(expansion, into=None) -> list[tuple]:
     return [(node, o) for node in reversed(order) if node in leads and node is not expansion.x
             for o in node.operands
             if o in leads and not SPEC.flows(node, o) and (into is None or o is into)]
-
-
-def _stores_into(program: Program, buffer) -> bool:
-    work = list(program.statements)
-    while work:
-        s = work.pop()
-        if isinstance(s, Loop):
-            work += s.body
-        elif isinstance(s, Store) and s.buffer is buffer:
-            return True
-    return False
 
 
 def _made_by_gradient(program: Program, node) -> Define | None:
