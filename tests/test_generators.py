@@ -26,7 +26,7 @@ from gradient_conformance.generators import (
     programs,
 )
 from gradient_conformance.generators.buffers import POISON, output_only_slots
-from gradient_conformance.generators.strategies import _bitcast, arrival_order
+from gradient_conformance.generators.strategies import _bitcast, arrival_order, walked_order
 from gradient_conformance.generators.writer import Writer
 from gradient_conformance.reference import cases, exact
 from gradient_conformance.reference.errors import RULES, IRError
@@ -100,6 +100,10 @@ def test_order_sensitive_gradients_are_order_sensitive(case):
     assert exact.same_f32(got, fold(order))
     assert not exact.same_f32(got, fold(list(range(len(constants)))))
     assert not exact.same_f32(got, fold(order[::-1]))
+    # The generator reads the walk's order off its own lines, without building: the same.
+    lines = case.source.splitlines()
+    root = next(line.split()[3] for line in lines if " = gradient " in line)
+    assert walked_order(lines, root) == order
 
 
 # --- coverage ---------------------------------------------------------------------------------
