@@ -88,7 +88,8 @@ def test_probes_are_bounded(monkeypatch):
 def test_a_failure_or_a_status_is_not_probed():
     reading = Reading((CASES / "gradient" / "op_form_recip.ir").read_text())
     crashed = locate(None, reading, {}, Outcome("ok"), Outcome("failure", reason="crash"))
-    rejected = locate(None, reading, {}, Outcome("ok"), Outcome("rejected", message="no"))
+    rejected = locate(None, reading, {}, Outcome("run-error", index=True),
+                      Outcome("rejected", message="no"))
     assert not crashed.line and "misbehaved" in crashed.reason
     assert not rejected.line and "a status" in rejected.reason
 
@@ -113,3 +114,25 @@ def test_an_i32_slot_is_located_too(tmp_path):
         "build = implementation('idiv-floors').build\n")
     where = _located(str(module), "ops/i32_c_semantics.ir")
     assert where.kind == "value" and where.op == "idiv", where.text()
+
+
+def test_a_valid_program_refused_is_located_at_the_statement_it_starts_to_be(tmp_path):
+    """A rejection of a valid program, or a run-time error where the spec runs: the shortest
+    prefix the implementation refuses the same way, found by bisection."""
+    module = tmp_path / "no_max.py"
+    module.write_text(
+        "from gradient_conformance import reference\n"
+        "def build(source):\n    if ' = max ' in source:\n"
+        "        raise NotImplementedError('no max here')\n    return reference.build(source)\n")
+    where = _located(str(module), "gradient/relu_and_neuron.ir")
+    assert (where.kind, where.line, where.op) == ("rejected", 16, "max"), where.text()
+    assert "no max here" in where.says and where.runs <= 6
+    module = tmp_path / "recip_fails.py"
+    module.write_text(
+        "from gradient_conformance import reference\n"
+        "def build(source):\n    run = reference.build(source)\n"
+        "    def failing(buffers):\n        if ' = recip ' in source:\n"
+        "            raise ArithmeticError('recip at run time')\n"
+        "        return run(buffers)\n    return failing\n")
+    where = _located(str(module), "gradient/op_form_recip.ir")
+    assert (where.kind, where.line, where.op) == ("run-error", 8, "recip"), where.text()

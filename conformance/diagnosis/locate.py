@@ -13,8 +13,12 @@ implementation more questions through the same protocol, on the same inputs:
   names the share that went wrong (one sender) or the fold of its shares (several).
 - **Hash consing.** A gradient against a node that, by hash consing, is a node an earlier
   gradient's expansion built is said to be that, rather than a numeric error.
+- **Refusals.** An implementation that rejects a valid program, or fails to run it: the
+  shortest prefix of the program (cut between top-level statements) that it refuses the
+  same way, found by bisection, names the statement it starts to.
 
-Probes are bounded (MAX_PROBES slots a run, at most two runs of the implementation), honour
+Probes are bounded (MAX_PROBES slots a run, at most two runs of the implementation, or
+for a refusal one build a halving of the program), honour
 the implementation's declared unsupported features, and never change a verdict: a probe
 program the implementation refuses, or that makes it give other results for the original
 slots, ends the location with the reason.
@@ -78,6 +82,8 @@ def locate(impl, reading: Reading, buffers, want: Outcome, got: Outcome, *,
                             "implementation accepts it", kind="rejection", op="gradient")
         return Location(reason="the spec rejects the program; the implementation accepts "
                         "it (the rule is named above)")
+    if want.status == "ok" and got.status in ("rejected", "run-error") and statements:
+        return _Probe(impl, reading, None, buffers, want, got).refusal()
     if want.status != "ok" or got.status != "ok":
         return Location(reason=f"the spec's outcome is {want.status} and the implementation's "
                         f"{got.status}: a status, not a value to probe")
@@ -94,15 +100,15 @@ def locate(impl, reading: Reading, buffers, want: Outcome, got: Outcome, *,
 
 
 class _Probe:
-    def __init__(self, impl, reading: Reading, program: Program, buffers, want: Outcome,
+    def __init__(self, impl, reading: Reading, program: Program | None, buffers, want: Outcome,
                  got: Outcome):
         self.impl, self.reading, self.program = impl, reading, program
         self.buffers, self.want, self.got = buffers, want, got
-        self.names = {d.node: d for d in program.statements if isinstance(d, Define)}
+        defines = [d for d in program.statements if isinstance(d, Define)] if program else []
+        self.names = {d.node: d for d in defines}
         self.restated: dict = {}  # node -> every top-level statement naming it
-        for d in program.statements:
-            if isinstance(d, Define):
-                self.restated.setdefault(d.node, []).append(d)
+        for d in defines:
+            self.restated.setdefault(d.node, []).append(d)
         self.runs = self.probes = 0
         self.started = time.monotonic()
 
@@ -110,6 +116,38 @@ class _Probe:
         op = next((st.op for st in self.reading.statements or [] if st.line == line), "")
         return Location(line, says, reason, kind, op, self.probes, self.runs,
                         time.monotonic() - self.started)
+
+    def refusal(self) -> Location:
+        """Where an implementation that refuses a valid program (a rejection, a run-time
+        error) starts to: the shortest prefix of the program, cut between top-level
+        statements, that it refuses the same way, found by bisection (each prefix a program
+        the spec accepts)."""
+        units = _top_level_units(self.reading.statements)
+        lines = self.reading.source.splitlines()
+
+        def refused(k: int) -> bool | None:
+            prefix = Reading("\n".join(lines[:units[k][1]]) + "\n")
+            buffers = {s: a for s, a in self.buffers.items() if s in prefix.slots}
+            if prefix.outcome(buffers).status != "ok":
+                return None
+            self.runs += 1
+            got = self.impl.run_case(prefix.source, buffers, prefix.slots) \
+                if self.got.status == "run-error" else self.impl.build_only(prefix.source)
+            return got.status == self.got.status
+        low, high = 0, len(units) - 1  # the whole program is refused: high holds
+        while low < high:
+            middle = (low + high) // 2
+            answer = refused(middle)
+            if answer is None:
+                return self.done(reason="a prefix of the program is not one the spec accepts")
+            low, high = (low, middle) if answer else (middle + 1, high)
+        line = units[low][0]
+        said = self.got.message.splitlines()[0][:200] if self.got.message else ""
+        return self.done(line, (
+            f"line {line}, `{_text(self.reading, line)}`: the implementation "
+            f"{'rejects' if self.got.status == 'rejected' else 'fails to run'} the program "
+            f"from this statement on, where the spec accepts it"
+            + (f" ({said})" if said else "")), kind=self.got.status)
 
     def forward(self, slot: int) -> Location:
         buffer = self.program.buffers.get(slot)
@@ -318,6 +356,22 @@ class _Probe:
                     "probes were added")
         return {name: compare(Outcome("ok", {s: want.buffers[s]}),
                               Outcome("ok", {s: got.buffers[s]})) for s, name in probes.items()}
+
+
+def _top_level_units(statements) -> list[tuple[int, int]]:
+    """(first line, last line) of each top-level statement, or whole range or def block:
+    the places a program can be cut and stay a program."""
+    units, depth, start = [], 0, 0
+    for s in statements:
+        if depth == 0:
+            start = s.line
+        if s.op in ("def", "range"):
+            depth += 1
+        elif s.op == "end":
+            depth -= 1
+        if depth == 0:
+            units.append((start, s.line))
+    return units
 
 
 def stores(program: Program) -> list[Store]:
