@@ -465,7 +465,7 @@ def _stop_if_it_keeps_hanging(run, item) -> None:
     would, saying why. The checks it did not reach did not run; none passes."""
     run.hung = run.hung + 1 if run.impl.timed_out else 0
     if run.hung >= HUNG_CHECKS:
-        item.session.shouldstop = (f"the implementation timed out in {HUNG_CHECKS} checks in a "
+        item.session.shouldfail = (f"the implementation timed out in {HUNG_CHECKS} checks in a "
                                    "row, so the run stops here: the checks after them did not "
                                    "run")
 

@@ -166,7 +166,11 @@ def test_xdist_reports_every_worker_s_divergences(tmp_path, jobs, figures):
     data = json.loads(report.read_text())
     assert {d["check"] for d in data["divergences"]} == {"test_case_file",
                                                         "test_gradients_bit_for_bit"}
-    assert data["checks"]["test_case_file"]["failed"] == 1
+    # op_form_recip.ir and weighted_recip.ir, the two case files of recip's rule
+    assert sorted(d["test_id"] for d in data["divergences"] if d["check"] == "test_case_file") \
+        == ["test_cases.py::test_case_file[gradient/op_form_recip.ir]",
+            "test_cases.py::test_case_file[gradient/weighted_recip.ir]"]
+    assert data["checks"]["test_case_file"]["failed"] == 2
     assert data["ops"]["recip"]["test_gradients_bit_for_bit"][0] > 0
     assert "gradients against the true derivative" not in output or "outputs" in output
     figures(f"xdist: -n {jobs} reports {len(data['divergences'])} divergences in "
