@@ -166,3 +166,20 @@ def test_the_far_sides_of_the_transports_need_numpy_alone():
                               "'jinja2', 'pytest') or m.startswith('gradient_conformance."
                               "reference')))"], capture_output=True, text=True, check=True)
         assert run.stdout.strip() == "[]", (module, run.stdout)
+
+
+def test_a_module_is_served_without_the_suite_s_dependencies():
+    """`gradient-conformance serve` as MXNet's venv runs it: with Hypothesis, Jinja2 and
+    pytest not importable, it still answers the protocol's first request."""
+    import json
+    import subprocess
+    import sys
+    blocked = ("import sys\nfor name in ('hypothesis', 'jinja2', 'pytest'):\n"
+               "    sys.modules[name] = None\n"
+               "from gradient_conformance.conformance.commands import main\n"
+               "sys.exit(main(['serve', 'gradient_conformance.implementations.fast']))\n")
+    run = subprocess.run([sys.executable, "-c", blocked], input='{"id": 1, "build": ""}\n',
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+    reply = json.loads(run.stdout.splitlines()[0])
+    assert reply["id"] == 1 and reply["ok"] is True and reply["name"] == "fast", reply

@@ -56,18 +56,18 @@ def main(argv: list[str] | None = None) -> int:
     return run_suite(argv)
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(command: str) -> argparse.ArgumentParser:
+    """The parser of `command` alone: building it imports that command's module only, so
+    that `serve` runs where the suite's dependencies are not installed (MXNet's venv)."""
     parser = argparse.ArgumentParser(prog="gradient-conformance", description=__doc__.split(
         "\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    commands = parser.add_subparsers(dest="command", required=True)
-    for command in COMMANDS:
-        _function(command, 1)(commands)
+    _function(command, 1)(parser.add_subparsers(dest="command", required=True))
     return parser
 
 
 def _command(argv: list[str]) -> int:
     from gradient_conformance.reference.errors import IRError
-    args = _parser().parse_args(argv)
+    args = _parser(argv[0]).parse_args(argv)
     try:
         return _function(args.command, 2)(args)
     except (OSError, ValueError, IRError) as problem:
