@@ -53,14 +53,23 @@ def test_a_missed_rejection_is_located_at_its_gradient():
     assert where.kind == "rejection" and where.op == "gradient" and where.runs == 0
 
 
-def test_an_unwritten_slot_is_located_at_its_buffer(tmp_path):
-    module = tmp_path / "changes_inputs.py"
+def _reference_running(tmp_path, name: str, *body: str) -> str:
+    """A module of the reference whose run does `body` (given `source`, `buffers` and the
+    reference's `run`) and returns `out`."""
+    module = tmp_path / f"{name}.py"
     module.write_text(
         "import numpy as np\nfrom gradient_conformance import reference\n"
         "def build(source):\n    run = reference.build(source)\n"
-        "    def changed(buffers):\n        out = run(buffers)\n"
-        "        out[0] = out[0] + np.float32(1)\n        return out\n    return changed\n")
-    where = _located(str(module), "gradient/op_form_recip.ir")
+        "    def running(buffers):\n"
+        + "".join(f"        {line}\n" for line in body)
+        + "        return out\n    return running\n")
+    return str(module)
+
+
+def test_an_unwritten_slot_is_located_at_its_buffer(tmp_path):
+    module = _reference_running(tmp_path, "changes_inputs", "out = run(buffers)",
+                                "out[0] = out[0] + np.float32(1)")
+    where = _located(module, "gradient/op_form_recip.ir")
     assert (where.kind, where.line, where.op) == ("unwritten", 5, "buffer"), where.text()
 
 
@@ -127,12 +136,8 @@ def test_a_valid_program_refused_is_located_at_the_statement_it_starts_to_be(tmp
     where = _located(str(module), "gradient/relu_and_neuron.ir")
     assert (where.kind, where.line, where.op) == ("rejected", 16, "max"), where.text()
     assert "no max here" in where.says and where.runs <= 6
-    module = tmp_path / "recip_fails.py"
-    module.write_text(
-        "from gradient_conformance import reference\n"
-        "def build(source):\n    run = reference.build(source)\n"
-        "    def failing(buffers):\n        if ' = recip ' in source:\n"
-        "            raise ArithmeticError('recip at run time')\n"
-        "        return run(buffers)\n    return failing\n")
-    where = _located(str(module), "gradient/op_form_recip.ir")
+    module = _reference_running(tmp_path, "recip_fails", "if ' = recip ' in source:",
+                                "    raise ArithmeticError('recip at run time')",
+                                "out = run(buffers)")
+    where = _located(module, "gradient/op_form_recip.ir")
     assert (where.kind, where.line, where.op) == ("run-error", 8, "recip"), where.text()
