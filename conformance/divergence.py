@@ -136,7 +136,9 @@ def _located(impl, finding: Finding) -> Location:
 def undescribed(check: str, test_id: str, text: str) -> Divergence:
     """A failed check that raised no divergence (an error in the check, say): its text."""
     return Divergence(check=check, test_id=test_id, summary=visible(_first(text)),
-                      actual_message=visible(text), signature=(check, "", "failed"))
+                      actual_message=visible(text), signature=(check, "", "failed"),
+                      location={"reason": "the check failed without a divergence to probe "
+                                "(an error of the check itself: its text is above)"})
 
 
 def _feature(op: str, reduce_op) -> str:

@@ -456,6 +456,19 @@ def pytest_runtest_makereport(item, call):
     return report
 
 
+def _diverged(error: BaseException, kind: type):
+    """The divergence a check raised: the error itself, or (when Hypothesis found several
+    distinct failures and raised them as a group) the first of the group's."""
+    work = [error]
+    while work:
+        error = work.pop(0)
+        if isinstance(error, kind):
+            return error
+        if isinstance(error, BaseExceptionGroup):
+            work.extend(error.exceptions)
+    return None
+
+
 HUNG_CHECKS = 3  # checks in a row in which the implementation timed out: the run stops
 
 
@@ -476,8 +489,9 @@ def _divergence(run, check: str, test_id: str, excinfo, tally, text: str):
     from gradient_conformance.conformance import divergence
     from gradient_conformance.conformance.running import Diverged
     from gradient_conformance.conformance.transports.loading import Abandoned
-    if excinfo is not None and excinfo.errisinstance(Diverged):
-        d = divergence.describe(check, test_id, excinfo.value.finding, run.impl)
+    found = _diverged(excinfo.value, Diverged) if excinfo is not None else None
+    if found is not None:
+        d = divergence.describe(check, test_id, found.finding, run.impl)
     elif excinfo is not None and excinfo.errisinstance(Abandoned) and tally.last is not None:
         d = divergence.describe(check, test_id, tally.last, run.impl)
         d.description = "\n".join(filter(None, [d.description, f"({excinfo.value})"]))

@@ -133,3 +133,17 @@ def test_a_flush_is_diagnosed_where_an_op_is_also_computed_otherwise():
     assert code == 1, output[-3000:]
     lines = [line for line in output.splitlines() if line.startswith("diagnosis: ")]
     assert lines and all("[flush-results]" in line for line in lines), lines
+
+
+def test_several_failures_of_one_check_are_described_by_the_first():
+    """Hypothesis raises distinct failures of one check as a group: the report describes the
+    first divergence in it, diagnosed and located, not the group's text."""
+    from gradient_conformance.conformance.outcome import Outcome
+    from gradient_conformance.conformance.plugin import _diverged
+    from gradient_conformance.conformance.running import Diverged, Finding
+    first = Diverged(Finding("first", Outcome("ok"), Outcome("rejected"), tape=[]))
+    second = Diverged(Finding("second", Outcome("ok"), Outcome("rejected"), tape=[]))
+    group = BaseExceptionGroup("two bugs", [ValueError("not one"),
+                                            ExceptionGroup("inner", [first, second])])
+    assert _diverged(group, Diverged) is first
+    assert _diverged(ValueError("no"), Diverged) is None
