@@ -27,7 +27,7 @@ from gradient_conformance.generators.writer import FEATURES
 from gradient_conformance.reference import cases, exact
 from gradient_conformance.reference.errors import IRError
 from gradient_conformance.reference.printer import format_expanded, format_trace
-from gradient_conformance.reference.program import Define, Loop, Program
+from gradient_conformance.reference.program import Define, Program, walk
 from gradient_conformance.reference.rules import rule_key
 from gradient_conformance.reference.tape import format_tape_case
 from gradient_conformance.reports.records import Divergence, visible
@@ -158,16 +158,9 @@ def _rules_applied(program: Program, lines: set[int]) -> set[str]:
     """The ops whose rows of the rules table the gradients on `lines` applied: the nodes
     their walks visited. A gradient of a gradient walks the first one's nodes, so the rules
     inside it (recip in sqrt's) are among them."""
-    found: set[str] = set()
-    work = list(program.statements)
-    while work:
-        s = work.pop()
-        if isinstance(s, Loop):
-            work += s.body
-        elif isinstance(s, Define) and s.expansion is not None and s.line in lines:
-            found |= {_feature(*rule_key(v.node).partition(".")[::2])
-                      for v in s.expansion.visits}
-    return found
+    return {_feature(*rule_key(v.node).partition(".")[::2]) for s in walk(program.statements)
+            if isinstance(s, Define) and s.expansion is not None and s.line in lines
+            for v in s.expansion.visits}
 
 
 def _inputs(slots, buffers) -> list[dict]:

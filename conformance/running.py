@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import Counter
 from dataclasses import dataclass, field
@@ -51,12 +52,12 @@ class Reading:
             self.error = problem
         self._spec: Program | IRError | None = None
 
-    @property
+    @functools.cached_property
     def slots(self) -> dict[int, tuple[str, tuple[int, ...]]]:
         """slot -> (dtype, shape), as the program declares them."""
         return cases.slots_of(self.statements or [])
 
-    @property
+    @functools.cached_property
     def features(self) -> frozenset[str]:
         return features_of_statements(self.statements or [])
 

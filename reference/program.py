@@ -3,6 +3,7 @@ the printer and the suite read. SPEC.md, "Programs", "Loops", "Functions"."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from .gradient import Expansion
@@ -70,3 +71,17 @@ class Program:
     calls: dict[Node, Instance]  # call node -> the instance it runs
     names: dict[Node, str]  # the first name given to each named node
     semantics: object = None  # what it was built by (reference/semantics.py), and runs by
+
+
+def walk(statements: list) -> Iterator:
+    """Every statement of `statements` (Define, Store, Loop) in program order, the bodies of
+    ranges included after their Loop; iterative, so deep nesting does not recurse."""
+    stack = [iter(statements)]
+    while stack:
+        s = next(stack[-1], None)
+        if s is None:
+            stack.pop()
+            continue
+        yield s
+        if isinstance(s, Loop):
+            stack.append(iter(s.body))

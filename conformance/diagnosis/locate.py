@@ -36,7 +36,7 @@ from gradient_conformance.conformance.running import Reading
 from gradient_conformance.reference import SPEC, exact
 from gradient_conformance.reference.errors import IRError
 from gradient_conformance.reference.gradient import post_order
-from gradient_conformance.reference.program import Define, Loop, Program, Store
+from gradient_conformance.reference.program import Define, Loop, Program, Store, walk
 
 MAX_PROBES = 48  # probe slots in one run of the implementation
 
@@ -213,15 +213,8 @@ class _Probe:
         for loop in self.program.statements:
             if not isinstance(loop, Loop):
                 continue
-            work, inside = list(loop.body), False
-            while work and not inside:
-                s = work.pop()
-                if isinstance(s, Loop):
-                    work += s.body
-                elif isinstance(s, Store):
-                    inside = s.buffer.attr("slot") == slot
-                elif isinstance(s, Define):
-                    inside = s.node in in_cone
+            inside = any(s.buffer.attr("slot") == slot if isinstance(s, Store) else
+                         isinstance(s, Define) and s.node in in_cone for s in walk(loop.body))
             if inside:
                 return self.done(loop.line, (
                     f"line {loop.line}, `{_text(self.reading, loop.line)}`: every value "
@@ -244,7 +237,7 @@ class _Probe:
                 kind="hash-consing")
         walked = [v.node for v in d.expansion.visits if v.node in self.names
                   and v.node is not y and v.node is not x]
-        walked = [u for u in walked if y_define and self._valid(y_define, u)][:MAX_PROBES]
+        walked = self._valid(y_define, walked)[:MAX_PROBES] if y_define else []
         adjoints = self.ask([(self.names[u].name, u, y_define.name) for u in walked]) \
             if walked else {}
         if isinstance(adjoints, str):
@@ -309,14 +302,20 @@ class _Probe:
             f"{_values(adjoint)}, as if a share went through"
             + (f" (or the share {others} sends differs)" if others else "")), kind="blocked")
 
-    def _valid(self, y: Define, u) -> bool:
-        """Whether `gradient y u` is a program the spec accepts here."""
-        try:
-            Reading(self.reading.source + f"%__valid = gradient {y.name} "
-                    f"{self.names[u].name}\n").program()
-        except IRError:
-            return False
-        return True
+    def _valid(self, y: Define, nodes: list) -> list:
+        """The nodes u for which `gradient y u` is a program the spec accepts here: all of
+        them at once when it accepts them together (one build), else one by one."""
+        def accepted(some) -> bool:
+            lines = "".join(f"%__valid{k} = gradient {y.name} {self.names[u].name}\n"
+                            for k, u in enumerate(some))
+            try:
+                Reading(self.reading.source + lines).program()
+            except IRError:
+                return False
+            return True
+        if accepted(nodes):
+            return nodes
+        return [u for u in nodes if accepted([u])]
 
     def ask(self, wanted: list[tuple]) -> dict[str, object] | str:
         """Probe each (name, node) value (or, with a third element y, `gradient y name`):
@@ -375,35 +374,31 @@ def _top_level_units(statements) -> list[tuple[int, int]]:
 
 
 def stores(program: Program) -> list[Store]:
-    """Every store of the program, those in range bodies included."""
-    found, work = [], list(program.statements)
-    while work:
-        s = work.pop()
-        if isinstance(s, Loop):
-            work += s.body
-        elif isinstance(s, Store):
-            found.append(s)
-    return found
+    """Every store of the program, those in range bodies included, in program order."""
+    return [s for s in walk(program.statements) if isinstance(s, Store)]
 
 
 def cone(program: Program, slot: int | None) -> tuple[set, list[Store]]:
     """(the nodes the final value of `slot` depends on, the stores they reach): through
     operands, loads (every store into the loaded buffer) and calls (the instance of the
     body called). From every store when `slot` is None."""
+    every = stores(program)
     into: dict = {}
-    for s in stores(program):
+    for s in every:
         into.setdefault(s.buffer, []).append(s)
-    reached: list[Store] = []
+    reached: list[Store] = []  # in the order reached; a Store hashes by identity
+    taken: set = set()
     seen: set = set()
     nodes: list = []
 
     def take(found) -> None:
         for s in found:
-            if not any(s is r for r in reached):
+            if s not in taken:
+                taken.add(s)
                 reached.append(s)
                 nodes.extend(n for n in (s.value, s.index) if n is not None)
 
-    take(stores(program) if slot is None else into.get(program.buffers.get(slot), []))
+    take(every if slot is None else into.get(program.buffers.get(slot), []))
     while nodes:
         node = nodes.pop()
         if node in seen:
@@ -417,18 +412,19 @@ def cone(program: Program, slot: int | None) -> tuple[set, list[Store]]:
     return seen, reached
 
 
-def _blocked(expansion, into=None) -> list[tuple]:
-    """(user, operand) for each edge of y's graph that leads to x but along which the spec
-    lets no gradient flow (a detach, a cast to i32; SPEC.md, "The rules"), into `into` only
-    when given; the nodes nearest y first."""
+def _blocked(expansion, towards=None) -> list[tuple]:
+    """(user, operand) for each edge of y's graph that leads to `towards` (x, unless given)
+    but along which the spec lets no gradient flow (a detach, a cast to i32; SPEC.md, "The
+    rules"); the nodes nearest y first. A gradient let through such an edge reaches every
+    node below it."""
+    towards = expansion.x if towards is None else towards
     leads: set = set()
     order = post_order(expansion.y)
     for node in order:  # operands before the nodes that use them
-        if node is expansion.x or any(o in leads for o in node.operands):
+        if node is towards or any(o in leads for o in node.operands):
             leads.add(node)
-    return [(node, o) for node in reversed(order) if node in leads and node is not expansion.x
-            for o in node.operands
-            if o in leads and not SPEC.flows(node, o) and (into is None or o is into)]
+    return [(node, o) for node in reversed(order) if node in leads and node is not towards
+            for o in node.operands if o in leads and not SPEC.flows(node, o)]
 
 
 def _made_by_gradient(program: Program, node) -> Define | None:
