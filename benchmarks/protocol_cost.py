@@ -5,7 +5,13 @@ Every case file of cases/ (a build and a run each) is sent to one implementation
 one by default) in process, in a worker process (binary frames), and served over the
 JSON-lines protocol (`cmd:python -m gradient_conformance serve ...`), in rounds that take
 the transports in turn, so that the machine's noise falls on all three alike. It prints the
-median time per case of each and its ratio to in process. Figures, not a test.
+median time per case of each and its ratio to in process.
+
+Then what a hang costs (SPEC.md, "Isolation"): implementations whose build loops in Python,
+or whose run loops in C without looking at signals, in a worker and served, with a case
+timeout of `--hang-timeout` seconds. It prints the time from the call to its timeout
+outcome, and from there to the next case's answer (the restart), each as a multiple of the
+timeout. Target: the two together at most twice the timeout. Figures, not a test.
 """
 
 from __future__ import annotations
@@ -13,7 +19,9 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 from gradient_conformance import resource
 from gradient_conformance.conformance.transports.loading import load
@@ -24,6 +32,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.protocol_cost")
     parser.add_argument("--impl", default="gradient_conformance.implementations.fast")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--hang-timeout", type=float, default=2.0)
     args = parser.parse_args(argv)
     loaded = [cases.load_case(p) for p in cases.case_paths([resource("cases")])
               if p.suffix == ".ir"]
@@ -48,7 +57,57 @@ def main(argv=None) -> int:
         print(f"{name:>14}: {1000 * median:7.2f} ms per case  ({median / base:.2f}x)")
     for impl in transports.values():
         getattr(impl.transport, "close", lambda: None)()
+    hang_costs(work[0], args.hang_timeout)
     return 0
+
+
+# Implementations that hang once, on a program holding the word HANG, and otherwise answer as
+# the fast implementation does: so the next case shows what recovering costs.
+HANGS = {
+    "build loops in Python": """
+from gradient_conformance.implementations import fast
+def build(source):
+    while "HANG" in source:
+        pass
+    return fast.build(source)
+""",
+    "run loops in C": """
+import re
+from gradient_conformance.implementations import fast
+def build(source):
+    run = fast.build(source)
+    if "HANG" not in source:
+        return run
+    return lambda buffers: re.match(r"(a*)*b", "a" * 64)
+""",
+}
+
+
+def hang_costs(case_and_buffers, timeout: float) -> None:
+    case, buffers = case_and_buffers
+    declared = cases.buffer_slots(case.source)
+    hanging = f"# HANG\n{case.source}"
+    print(f"what a hang costs, with a case timeout of {timeout:g} s")
+    with tempfile.TemporaryDirectory() as folder:
+        for name, text in HANGS.items():
+            module = Path(folder) / f"hangs_{len(name)}.py"
+            module.write_text(text)
+            for transport, spec in (("worker", str(module)),
+                                    ("served", f"cmd:{sys.executable} -m gradient_conformance "
+                                               f"serve {module}")):
+                impl = load(spec, timeout=timeout)
+                impl.run_case(case.source, buffers, declared)  # started and warm
+                started = time.perf_counter()
+                outcome = impl.run_case(hanging, buffers, declared)
+                hung = time.perf_counter() - started
+                impl.begin_check()
+                started = time.perf_counter()
+                after = impl.run_case(case.source, buffers, declared)
+                recovered = time.perf_counter() - started
+                impl.close()
+                print(f"{name:>22}, {transport:>6}: {outcome.reason or outcome.status} after "
+                      f"{hung:5.2f} s ({hung / timeout:.2f}x), next case {after.status} "
+                      f"after {recovered:5.2f} s; together {(hung + recovered) / timeout:.2f}x")
 
 
 if __name__ == "__main__":
