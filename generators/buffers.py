@@ -8,8 +8,9 @@ import numpy as np
 from hypothesis import assume
 from hypothesis import strategies as st
 
-from gradient_conformance.reference import compile_program, exact
-from gradient_conformance.reference.cases import NUMPY, buffer_slots
+from gradient_conformance.reference import exact
+from gradient_conformance.reference.builder import build_program
+from gradient_conformance.reference.cases import NUMPY, slots_of
 from gradient_conformance.reference.errors import IRError
 from gradient_conformance.reference.interp import Interpreter, from_numpy
 from gradient_conformance.reference.realvalued import Real
@@ -53,7 +54,11 @@ def _elements(dtype: str, mode: str):
 def output_only_slots(source: str) -> set[int]:
     """The slots `source` never loads, so that their initial contents matter only where
     the program does not store into them."""
-    statements = parse(source)
+    return output_only(parse(source))
+
+
+def output_only(statements) -> set[int]:
+    """output_only_slots, for a program already parsed."""
     names = {s.target: s.attr("slot") for s in statements if s.op == "buffer"}
     loaded = {names.get(s.operands[0].text) for s in statements
               if s.op == "load" and s.operands}
@@ -71,9 +76,14 @@ def poisoned(declared: tuple[str, tuple[int, ...]]) -> np.ndarray:
 def kink_distance(source: str, buffers: dict[int, np.ndarray]) -> float:
     """How close the program's run on these inputs comes to a kink, measured over the reals
     (reference/realvalued.py): inf when it meets none, 0 when the run fails."""
+    return distance_to_kink(parse(source), buffers)
+
+
+def distance_to_kink(statements, buffers: dict[int, np.ndarray]) -> float:
+    """kink_distance, for a program already parsed."""
     real = Real(30)
     try:
-        program = compile_program(source)
+        program = build_program(statements)
         memory = {slot: from_numpy(array, program.buffers[slot].dtype, real)
                   for slot, array in buffers.items()}
         Interpreter(program, real).run(memory)
@@ -95,6 +105,15 @@ def buffers_for(draw, source: str, *, mode: str = "anything", min_kink_distance:
     A slot the program never loads starts as POISON. Shrinks towards zeros and the first
     special values.
     """
+    return draw(filled(tuple(parse(source)), mode=mode, min_kink_distance=min_kink_distance,
+                       f32_values=f32_values))[0]
+
+
+@st.composite
+def filled(draw, statements: tuple, *, mode: str = "anything", min_kink_distance: float = 1e-3,
+           f32_values: list[float] | None = None):
+    """buffers_for, for a program already parsed: (the buffers, their kink distance in smooth
+    mode or else None), so that a drawn case runs the real-valued interpreter once."""
     assert mode in ("anything", "smooth"), mode
     arrays = {}
     dealt = 0
@@ -102,8 +121,8 @@ def buffers_for(draw, source: str, *, mode: str = "anything", min_kink_distance:
         # Largest first: when Hypothesis shrinks the values towards 0, the first element (all
         # a scalar slot gets) keeps the value that still matters.
         f32_values = sorted(f32_values, key=lambda v: -abs(v))
-    stored_only = output_only_slots(source)
-    for slot, (dtype, shape) in sorted(buffer_slots(source).items()):
+    stored_only = output_only(statements)
+    for slot, (dtype, shape) in sorted(slots_of(statements).items()):
         size = math.prod(shape)
         if slot in stored_only and dtype != "bool":
             arrays[slot] = poisoned((dtype, shape))
@@ -112,8 +131,10 @@ def buffers_for(draw, source: str, *, mode: str = "anything", min_kink_distance:
             values = [f32_values[(dealt + k) % len(f32_values)] for k in range(size)]
             dealt += size
         else:
-            values = draw(st.lists(_elements(dtype, mode), min_size=size, max_size=size))
+            values = draw(st.tuples(*[_elements(dtype, mode)] * size))
         arrays[slot] = np.array(values, dtype=NUMPY[dtype]).reshape(shape)
-    if mode == "smooth":
-        assume(kink_distance(source, arrays) >= min_kink_distance)
-    return arrays
+    if mode != "smooth":
+        return arrays, None
+    distance = distance_to_kink(statements, arrays)
+    assume(distance >= min_kink_distance)
+    return arrays, distance

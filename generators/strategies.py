@@ -13,9 +13,16 @@ from hypothesis import assume
 from hypothesis import strategies as st
 
 from gradient_conformance import reference
-from gradient_conformance.generators.buffers import SMOOTH_F32, buffers_for, kink_distance
+from gradient_conformance.generators.buffers import SMOOTH_F32, filled
 from gradient_conformance.generators.case import Case
-from gradient_conformance.generators.writer import SHAPES, Val, Writer, features_of, shape_text
+from gradient_conformance.generators.writer import (
+    SHAPES,
+    Val,
+    Writer,
+    features_of,
+    features_of_statements,
+    shape_text,
+)
 from gradient_conformance.reference import errors, exact
 from gradient_conformance.reference.program import Define
 from gradient_conformance.reference.syntax import Operand, format_attr
@@ -561,12 +568,15 @@ def _write(draw, *, steps, min_steps, max_steps, exclude, min_gradients, store_v
     return w
 
 
-def _case(draw, w: Writer, *, mode: str, expect_error=None, description: str,
+def _case(draw, w: Writer, *, mode: str, kind: str, expect_error=None, how: str = "",
           f32_values=None) -> Case:
-    source = w.source()
-    buffers = draw(buffers_for(source, mode=mode, f32_values=f32_values))
-    distance = kink_distance(source, buffers) if mode == "smooth" else None
-    return Case(source, buffers, expect_error, description, distance, features_of(source))
+    """The case the writer wrote, from one parse of its program: its buffers, its kink
+    distance (in smooth mode), its features and its description all read those statements."""
+    source, statements = w.program()
+    buffers, distance = draw(filled(tuple(statements), mode=mode, f32_values=f32_values))
+    features = features_of_statements(statements)
+    return Case(source, buffers, expect_error, how or _describe(kind, statements, features),
+                distance, features)
 
 
 @st.composite
@@ -582,7 +592,7 @@ def programs(draw, *, min_steps: int = 1, max_steps: int = 12, exclude=frozenset
     w = _write(draw, steps="program", min_steps=min_steps, max_steps=max_steps,
                exclude=exclude, min_gradients=0, store_values=True, shapes=shapes,
                dtypes=dtypes)
-    return _case(draw, w, mode=inputs, description=_describe("program", w))
+    return _case(draw, w, mode=inputs, kind="program")
 
 
 @st.composite
@@ -612,16 +622,13 @@ def differentiable_programs(draw, *, min_steps: int = 1, max_steps: int = 10,
                exclude=exclude, min_gradients=min_gradients, store_values=keep,
                reached_only=True, inputs=1, shapes=shapes)
     assume(w.gradients >= min_gradients)
-    return _case(draw, w, mode=inputs, description=_describe("differentiable program", w),
-                 f32_values=values)
+    return _case(draw, w, mode=inputs, kind="differentiable program", f32_values=values)
 
 
-def _describe(kind: str, w: Writer) -> str:
-    source = w.source()
-    statements = sum(1 for line in source.splitlines() if line.strip())
-    gradients = sum(1 for line in source.splitlines() if " = gradient " in line)
-    return f"{kind}: {statements} statements, {gradients} gradients; uses " + \
-        " ".join(sorted(features_of(source)))
+def _describe(kind: str, statements, features) -> str:
+    gradients = sum(1 for s in statements if s.op == "gradient")
+    return f"{kind}: {len(statements)} statements, {gradients} gradients; uses " + \
+        " ".join(sorted(features))
 
 
 # --- order-sensitive gradients ------------------------------------------------------------------
@@ -920,9 +927,8 @@ def invalid_gradients(draw, *, rules=errors.RULES, max_noise: int = 3) -> Case:
     if y is not None:
         name = w.fresh("g")
         w.line(f"{name} = gradient {y.text} {target.text}")
-    source = w.source()
-    buffers = draw(buffers_for(source, mode="anything"))
-    return Case(source, buffers, rule, f"invalid [{rule}]: {how}", features=features_of(source))
+    return _case(draw, w, mode="anything", kind="invalid", expect_error=rule,
+                 how=f"invalid [{rule}]: {how}")
 
 
 def _reduce_mul_off_path(w, base, x, other):
@@ -1029,7 +1035,5 @@ def near_misses(draw, *, max_noise: int = 3) -> Case:
     if y is not None:
         g = w.gradient(y, target)
         w.store(g)
-    source = w.source()
-    buffers = draw(buffers_for(source, mode="anything"))
-    return Case(source, buffers, None, f"near miss: {how}", features=features_of(source))
+    return _case(draw, w, mode="anything", kind="near miss", how=f"near miss: {how}")
 

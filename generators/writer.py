@@ -9,13 +9,14 @@ the earliest values and the first literals.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from hypothesis import strategies as st
 
-from gradient_conformance.reference.syntax import parse
+from gradient_conformance.reference.syntax import Statement, parse
 
 # Literals, simplest first: shrinking walks towards the front.
 F32_LITERALS = ("2.0", "0.5", "-1.0", "1.0", "3.0", "0.0", "-0.0", "1e-3", "-2.5")
@@ -87,7 +88,12 @@ class Writer:
     def source(self) -> str:
         """The program; pruned of what nothing observable uses (see `prune`), unless it was
         written statement by statement on purpose (invalid programs, near misses)."""
-        return prune(self.text()) if self.prune else self.text()
+        return self.program()[0]
+
+    def program(self) -> tuple[str, list[Statement]]:
+        """`source()` and its statements, from one parse: what a drawn case is made of."""
+        text = self.text()
+        return pruned(text) if self.prune else (text, parse(text))
 
     def buffer(self, dtype: str, shape: tuple[int, ...], stem: str = "b") -> str:
         name = self.fresh(stem)
@@ -267,6 +273,12 @@ def prune(source: str) -> str:
     """Drop value statements whose value nothing observable uses, then unused buffers and
     functions. Every value op is pure, so this changes no result; it only makes programs (and
     shrunk counterexamples) shorter. Stores, ranges and their ends always stay."""
+    return pruned(source)[0]
+
+
+def pruned(source: str) -> tuple[str, list[Statement]]:
+    """`prune(source)` and its statements, numbered as its lines, from one parse of
+    `source`."""
     statements = parse(source)
     lines = [line for line in source.splitlines() if line.split("#")[0].strip()]
     live: set[str] = set()
@@ -283,7 +295,8 @@ def prune(source: str) -> str:
         if s.op == "def":
             skipping = s.operands[0].text not in live
         if not skipping and alive:
-            kept.append(line)
+            kept.append((s, line))
         if s.op == "end" and s.operands and s.operands[0].kind == "func":
             skipping = False
-    return "\n".join(kept) + "\n"
+    return ("\n".join(line for _, line in kept) + "\n",
+            [dataclasses.replace(s, line=k) for k, (s, _) in enumerate(kept, start=1)])
