@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from gradient_conformance import reference
+from gradient_conformance.generators import buffers as buffers_module
 from gradient_conformance.generators import (
     buffers_for,
     differentiable_programs,
@@ -28,11 +29,12 @@ from gradient_conformance.generators import (
     order_sensitive_gradients,
     programs,
 )
+from gradient_conformance.generators import writer as writer_module
 from gradient_conformance.generators.buffers import POISON, output_only_slots
 from gradient_conformance.generators.case import Case
 from gradient_conformance.generators.strategies import _bitcast, arrival_order, walked_order
 from gradient_conformance.generators.writer import Writer
-from gradient_conformance.reference import cases, exact
+from gradient_conformance.reference import cases, exact, syntax
 from gradient_conformance.reference.errors import RULES, IRError
 from gradient_conformance.reference.graph import SIGNATURES
 from gradient_conformance.reference.program import Define, Loop
@@ -110,6 +112,36 @@ def test_order_sensitive_gradients_are_order_sensitive(case):
     lines = case.source.splitlines()
     root = next(line.split()[3] for line in lines if " = gradient " in line)
     assert walked_order(lines, root) == order
+
+
+@pytest.mark.parametrize("strategy", [programs, exact_programs, differentiable_programs,
+                                      invalid_gradients, near_misses, order_sensitive_gradients],
+                         ids=lambda s: s.__name__)
+def test_a_drawn_case_is_parsed_once(strategy, monkeypatch):
+    """Each draw, rejected ones included, parses its case at most once. Not counted: a
+    restated gradient (one draw in four) builds the program written so far through
+    reference.compile_program, to learn which nodes its expansion made."""
+    counted = []
+
+    def parse(text, real=syntax.parse):
+        counted.append(text)
+        return real(text)
+
+    for module in (syntax, writer_module, buffers_module):
+        monkeypatch.setattr(module, "parse", parse)
+    per_draw = []
+
+    @checked
+    @given(st.data())
+    def draw(data):
+        before = len(counted)
+        try:
+            data.draw(strategy())
+        finally:
+            per_draw.append(len(counted) - before)
+
+    draw()
+    assert per_draw and max(per_draw) <= 1, Counter(per_draw)
 
 
 # --- coverage ---------------------------------------------------------------------------------
