@@ -17,8 +17,8 @@ from tests.conftest import CASES, suite
 
 EXAMPLES = CASES / "examples"
 SYSTEMS = {"torch_impl": "torch", "tinygrad_impl": "tinygrad", "micrograd_impl": "micrograd",
-           "jax_impl": "jax", "tensorflow_impl": "tensorflow"}
-HIGHER_ORDER = ["torch_impl", "tinygrad_impl", "jax_impl", "tensorflow_impl"]
+           "jax_impl": "jax", "tensorflow_impl": "tensorflow", "autograd_impl": "autograd"}
+HIGHER_ORDER = ["torch_impl", "tinygrad_impl", "jax_impl", "tensorflow_impl", "autograd_impl"]
 
 
 def adapter(name: str):

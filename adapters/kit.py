@@ -1,0 +1,238 @@
+"""The adapter kit: run the suite against your own autodiff system. SPEC.md, "Adapters";
+README.md, "Adapt your framework".
+
+You give what your system has: its tensors to and from numpy, one function per IR op (the
+table `ops`), and how it takes a gradient. The kit gives the rest: `build` and `run` as the
+protocol wants them, the IR's structure check by the reference (names, dtypes, shapes,
+scopes, calls), ranges, calls, loads and stores, literals, and the capabilities a framework
+claims. Every number and every derivative is your system's own.
+
+A system that differentiates values (PyTorch, TensorFlow, tinygrad) subclasses `Framework`
+and gives `grad(y, x)`. One that differentiates functions (JAX) subclasses
+`FunctionalFramework` and gives `grad_function(f, x)`: the kit records how each value was
+made and hands over `f`, which recomputes y from a new x (nesting as gradients nest).
+
+The table `ops`, keyed by IR op name (ir.md): the elementwise ops `add mul max idiv mod shl
+shr and or xor cmplt cmpne recip exp2 log2 sqrt sin where detach` take the operands; the
+others take an operand and keywords:
+
+    reduce(a, op="add"|"max"|"mul", axes=(...), keepdims=bool)   axes never empty
+    cast(a, dtype=...)  bitcast(a, dtype=...)                      your dtypes[...]
+    expand(a, shape=(...))  reshape(a, shape=(...))
+
+An op you leave out is one your system does not have: declare it in `capabilities`
+("unsupported"), or the suite reports every program that uses it. Loads and stores of one
+element are built from `reshape`, `expand`, `where` and indexing (`value[i]`); override
+`get_element`, `set_element` and `broadcast_to` where your system has something better.
+
+A build that your system refuses while running the program once on zeros is a rejection:
+the kit makes up no rejection of its own (the spec's rejection rules are the suite's checks
+of your system, not the kit's).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import ClassVar
+
+import numpy as np
+
+from gradient_conformance.adapters.eager import (
+    FRAMEWORK_CAPABILITIES,
+    NUMPY,
+    Backend,
+    Program,
+    RecordingBackend,
+    Value,
+    build_with,
+    recompute,
+    reduce_axes,
+    shape_of,
+)
+
+__all__ = ["FRAMEWORK_CAPABILITIES", "Framework", "FunctionalFramework"]
+
+# The ops that take keywords, and what the kit derives for loads, stores and broadcasts.
+KEYWORD_OPS = frozenset({"reduce", "cast", "bitcast", "expand", "reshape"})
+DERIVED = frozenset({"element", "with_element", "broadcast"})
+
+
+class Ops:
+    """An IR op, with its attributes, applied to a system's values through its table."""
+
+    def __init__(self, framework):
+        self.framework = framework
+
+    def __call__(self, name: str, values: list, attrs) -> object:
+        f = self.framework
+        if name not in f.ops:
+            raise NotImplementedError(f"{f.name} has no {name} in its adapter's table")
+        fn = f.ops[name]
+        if name not in KEYWORD_OPS:
+            return fn(*values)
+        a, attrs = values[0], dict(attrs)
+        if name == "reduce":
+            axes = reduce_axes(attrs, len(f.shape(a)))
+            if not axes:  # a reduce over no axes is its operand (ir.md)
+                return a
+            return fn(a, op=attrs["op"], axes=axes, keepdims=attrs.get("axis") is not None)
+        if name in ("cast", "bitcast"):
+            return fn(a, dtype=f.dtypes[attrs["dtype"]])
+        return fn(a, shape=shape_of(attrs["shape"]))
+
+
+class _Common:
+    """What both kinds of framework give and derive."""
+
+    name = "framework"
+    version = ""
+    capabilities = FRAMEWORK_CAPABILITIES
+    dtypes: ClassVar[dict] = {}  # "f32", "i32", "bool" -> your dtype objects
+    ops: ClassVar[dict] = {}  # IR op name -> your function (the module's docstring)
+
+    def tensor(self, array: np.ndarray):
+        """Your system's value of a numpy array (f32, int32 or bool; any rank, 0 included)."""
+        raise NotImplementedError
+
+    def numpy(self, value) -> np.ndarray:
+        """A value of yours as a numpy array."""
+        raise NotImplementedError
+
+    def shape(self, value) -> tuple[int, ...]:
+        return tuple(value.shape)
+
+    def around_run(self):
+        """A context around each whole run of a program: TensorFlow's tape goes here."""
+        return contextlib.nullcontext()
+
+    def build(self, source: str):
+        """The protocol's build: the structure checked, the program run once on zeros (what
+        your system refuses there is a rejection), and its run returned."""
+        return build_with(source, self, _Whole)
+
+    # --- derived: override where your system has better -----------------------------------
+
+    def get_element(self, a, index: int):
+        """Element `index` of a, flattened: a load with an index."""
+        return self.ops["reshape"](a, shape=(-1,))[index]
+
+    def set_element(self, a, index: int, e):
+        """a with element `index` (flattened) replaced by the scalar e, out of place: a store
+        with an index."""
+        shape = self.shape(a)
+        size = int(np.prod(shape))
+        mask = np.zeros(size, np.bool_)
+        mask[index] = True
+        flat = self.ops["reshape"](a, shape=(size,))
+        # The scalar spread along an axis of size 1, not a new axis, and not by where's own
+        # broadcasting: autograd's derivatives get both of those wrong, and a store is not
+        # the place to find out.
+        spread = self.ops["expand"](self.ops["reshape"](e, shape=(1,)), shape=(size,))
+        return self.ops["reshape"](self.ops["where"](self.tensor(mask), spread, flat),
+                                   shape=shape)
+
+    def broadcast_to(self, a, shape, dtype: str):
+        """The scalar a, cast to `dtype` and spread to `shape`: a store without an index."""
+        return self.ops["expand"](self.ops["cast"](a, dtype=self.dtypes[dtype]),
+                                  shape=tuple(shape))
+
+    def _literal(self, operand):
+        if operand.kind == "f32":  # the literal's bits, as the reference rounded them
+            return self.tensor(np.array(operand.value, np.uint32).view(np.float32))
+        return self.tensor(np.array(operand.value, NUMPY[operand.kind]))
+
+    def _to_numpy(self, value, dtype, shape):
+        return np.asarray(self.numpy(value)).astype(NUMPY[dtype]).reshape(shape)
+
+
+class Framework(_Common, Backend):
+    """A system that differentiates values: give `grad(y, x)`, and `watch(value)` if an
+    input must be marked before a gradient can be taken against it."""
+
+    def grad(self, y, x):
+        """dy/dx, itself differentiable (a gradient of a gradient is taken against it), and
+        zeros where y does not depend on x."""
+        raise NotImplementedError
+
+    def watch(self, value):
+        """An f32 input, made differentiable (torch's requires_grad_, a tape's watch)."""
+        return value
+
+    def literal(self, operand):
+        return self._literal(operand)
+
+    def from_numpy(self, array, dtype):
+        value = self.tensor(np.array(array, NUMPY[dtype]))
+        return self.watch(value) if dtype == "f32" else value
+
+    def to_numpy(self, value, dtype, shape):
+        return self._to_numpy(value, dtype, shape)
+
+    def op(self, name, operands, attrs):
+        return Ops(self)(name, operands, attrs)
+
+    def element(self, value, index):
+        return self.get_element(value, index)
+
+    def with_element(self, value, index, element):
+        return self.set_element(value, index, element)
+
+    def broadcast(self, value, shape, dtype):
+        return self.broadcast_to(value, shape, dtype)
+
+    def index(self, value):
+        return int(np.asarray(self.numpy(value)).reshape(()))
+
+
+class FunctionalFramework(RecordingBackend, _Common):
+    """A system that differentiates functions: give `grad_function(f, x)`, the derivative of
+    f at x, itself differentiable (jax.grad(f)(x))."""
+
+    WITH_ATTRS = KEYWORD_OPS | DERIVED
+
+    def grad_function(self, f, x):
+        raise NotImplementedError
+
+    def apply(self, op, arrays, attrs):
+        if op == "element":
+            return self.get_element(arrays[0], attrs["index"])
+        if op == "with_element":
+            return self.set_element(arrays[0], attrs["index"], arrays[1])
+        if op == "broadcast":
+            return self.broadcast_to(arrays[0], attrs["shape"], attrs["dtype"])
+        return Ops(self)(op, arrays, attrs or {})
+
+    def literal(self, operand):
+        return Value(self._literal(operand))
+
+    def from_numpy(self, array, dtype):
+        return Value(self.tensor(np.array(array, NUMPY[dtype])))
+
+    def to_numpy(self, value, dtype, shape):
+        return self._to_numpy(value.array, dtype, shape)
+
+    def index(self, value):
+        return int(np.asarray(self.numpy(value.array)).reshape(()))
+
+    def grad_array(self, y: Value, x: Value):
+        return self._grad(y, x, x.array)
+
+    def _grad(self, y: Value, x: Value, x_array, outer=None):
+        """The derivative of y as a function of x, at x_array. Inside an outer gradient
+        (`outer`: its variable and the array it was given), that variable stays bound to what
+        it was given, so the outer derivative sees through this one."""
+        def f(new_x):
+            bound = {id(outer[0]): outer[1]} if outer is not None and outer[0] is not x else {}
+            bound[id(x)] = new_x
+            return recompute(y, bound, self.apply, lambda node, gx, memo: self._grad(
+                node.attrs["y"], node.attrs["x"], gx, outer=(x, new_x)))
+
+        return self.grad_function(f, x_array)
+
+
+class _Whole(Program):
+    """A program whose every run happens inside the framework's `around_run` context."""
+
+    def run(self, buffers):
+        with self.backend.around_run():
+            return super().run(buffers)

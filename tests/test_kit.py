@@ -1,0 +1,100 @@
+"""The adapter kit (adapters/kit.py): a framework gives its ops and its gradient, the kit gives
+the rest. SPEC.md, "Adapters"; README.md, "Adapt your framework".
+
+The adapters on the kit are held to three things: their op tables cover the IR (or the
+capabilities say what is missing), an op left out is the framework's divergence with a clear
+message and never the suite's crash, and the example the README shows is the file that runs.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+
+import numpy as np
+import pytest
+
+from gradient_conformance.adapters.kit import KEYWORD_OPS, Framework, FunctionalFramework
+from gradient_conformance.reference.graph import SIGNATURES
+from tests.conftest import ROOT
+
+# The IR's value ops an adapter's table must give: loads are the kit's.
+TABLE_OPS = set(SIGNATURES) - {"load"}
+ON_THE_KIT = {"torch_impl": "torch", "jax_impl": "jax", "autograd_impl": "autograd"}
+
+
+def on_the_kit(name: str):
+    try:
+        importlib.import_module(ON_THE_KIT[name])
+    except ImportError:
+        pytest.skip(f"{ON_THE_KIT[name]} is not installed")
+    return importlib.import_module(f"gradient_conformance.adapters.{name}")
+
+
+@pytest.mark.parametrize("name", sorted(ON_THE_KIT))
+def test_a_table_covers_the_ir_or_says_what_it_leaves_out(name):
+    module = on_the_kit(name)
+    framework = module.FRAMEWORK
+    assert isinstance(framework, Framework | FunctionalFramework)
+    missing = TABLE_OPS - set(framework.ops) - set(framework.capabilities["unsupported"])
+    assert not missing, f"{name} gives no {sorted(missing)} and does not declare them"
+    assert not set(framework.ops) - TABLE_OPS, "an op the IR does not have"
+    assert (module.NAME, module.VERSION) == (framework.name, framework.version)
+
+
+LESSON = """%a = buffer slot=0 dtype=f32 shape=[]
+%out = buffer slot=1 dtype=f32 shape=[]
+%x = load %a
+%y = sin %x
+%g = gradient %y %x
+store %out %g
+"""
+
+
+def test_an_op_left_out_is_the_framework_s_rejection_saying_so():
+    module = on_the_kit("autograd_impl")
+
+    without_sin = {k: v for k, v in module.OPS.items() if k != "sin"}
+
+    class WithoutSin(type(module.FRAMEWORK)):
+        ops = without_sin
+
+    with pytest.raises(NotImplementedError, match="autograd has no sin in its adapter's table"):
+        WithoutSin().build(LESSON)
+    run = module.build(LESSON)  # the whole table: cos(0.5), by autograd
+    out = run({0: np.array(0.5, np.float32), 1: np.zeros((), np.float32)})
+    assert out[1].dtype == np.float32 and abs(float(out[1]) - np.cos(0.5)) < 1e-6
+
+
+@pytest.mark.parametrize("name", sorted(ON_THE_KIT))
+def test_loads_and_stores_of_one_element_keep_the_gradient(name):
+    """The kit's stores and loads with an index, from reshape, expand, where and indexing (or
+    the framework's own): x stored into element 1 of a buffer and loaded back is still x,
+    so its gradient is 2x."""
+    module = on_the_kit(name)
+    run = module.build("""%a = buffer slot=0 dtype=f32 shape=[]
+%m = buffer slot=1 dtype=f32 shape=[3]
+%out = buffer slot=2 dtype=f32 shape=[]
+%x = load %a
+store %m %x 1
+%e = load %m 1
+%y = mul %e %x
+%g = gradient %y %x
+store %out %g
+""")
+    out = run({0: np.array(1.5, np.float32), 1: np.zeros(3, np.float32),
+               2: np.zeros((), np.float32)})
+    assert out[1].tolist() == [0.0, 1.5, 0.0]
+    assert float(out[2]) == 3.0
+
+
+def test_the_readme_shows_the_example_that_runs():
+    """README.md, "Adapt your framework", shows adapters/autograd_impl.py whole, and it is at
+    most 60 lines (issue 22)."""
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## Adapt your framework", 1)[1].split("\n## ", 1)[0]
+    shown = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    source = (ROOT / "adapters" / "autograd_impl.py").read_text()
+    assert shown == source
+    assert len(source.splitlines()) <= 60
+    assert KEYWORD_OPS <= set(re.findall(r'"(\w+)":', source))
