@@ -20,7 +20,8 @@ from tests.conftest import ROOT
 
 # The IR's value ops an adapter's table must give: loads are the kit's.
 TABLE_OPS = set(SIGNATURES) - {"load"}
-ON_THE_KIT = {"torch_impl": "torch", "jax_impl": "jax", "autograd_impl": "autograd"}
+ON_THE_KIT = {"torch_impl": "torch", "jax_impl": "jax", "autograd_impl": "autograd",
+              "tensorflow_impl": "tensorflow"}
 
 
 def on_the_kit(name: str):
