@@ -9,7 +9,11 @@ domain; i32 and bool stay exact.
 Each domain records how close the run came to a kink (a max tie, a comparison flipping, a
 cast to i32 crossing an integer, recip/log2/sqrt at zero, exp2 at
 f32 overflow): `margin` is the smallest such
-distance, so a caller can keep finite differences away from them.
+distance, so a caller can keep finite differences away from them. A max or comparison of a
+real with itself (the same number, not an equal one: reduce max's rule compares each
+element with the max it picked, a max over an expand meets copies of one value) is no kink:
+it stays what it is in a neighbourhood, and the kinks it could meet there are the reduce's
+own, measured where it folds.
 """
 
 from __future__ import annotations
@@ -81,7 +85,8 @@ class Real:
         return a * b
 
     def max(self, a, b):
-        self.near(a - b)
+        if a is not b:
+            self.near(a - b)
         return a if a >= b else b
 
     def recip(self, a):
@@ -104,11 +109,13 @@ class Real:
         return self.mp.sin(a)
 
     def lt(self, a, b) -> bool:
-        self.near(a - b)
+        if a is not b:
+            self.near(a - b)
         return bool(a < b)
 
     def ne(self, a, b) -> bool:
-        self.near(a - b)
+        if a is not b:
+            self.near(a - b)
         return bool(a != b)
 
     def to_i32(self, a) -> int:
@@ -169,7 +176,8 @@ class Dual:
         return Pair(a.value * b.value, a.value * b.tangent + a.tangent * b.value)
 
     def max(self, a, b):
-        self.real.near(a.value - b.value)
+        if a.value is not b.value:
+            self.real.near(a.value - b.value)
         return a if a.value >= b.value else b
 
     def recip(self, a):
