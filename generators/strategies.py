@@ -48,8 +48,7 @@ def _f32_binary(w: Writer, base) -> None:
     op = w.draw(st.sampled_from(ops))
     shape = w.choose_shape("f32", base)
     a = w.pick("f32", shape, literal_ok=shape == (), recent=True)
-    # max(a, a) is a tie at every input: a kink that smooth inputs could never avoid.
-    b = w.pick("f32", shape, where=(lambda v: v is not a) if op == "max" else lambda v: True)
+    b = w.pick("f32", shape, where=w.apart(a) if op == "max" else lambda v: True)
     w.value(op, [a, b], "f32", shape)
 
 
@@ -92,7 +91,7 @@ def _compare(w: Writer, base) -> Val | None:
         return None
     shape = w.choose_shape(dtype, base)
     a = w.pick(dtype, shape, literal_ok=shape == ())
-    return w.value(op, [a, w.pick(dtype, shape, where=lambda v: v is not a)], "bool", shape)
+    return w.value(op, [a, w.pick(dtype, shape, where=w.apart(a))], "bool", shape)
 
 
 def _where(w: Writer, base) -> None:
@@ -115,8 +114,7 @@ def _compare_of_shape(w: Writer, shape) -> Val | None:
     if "cmplt" in w.exclude:
         return None
     a = w.pick("f32", shape, literal_ok=shape == ())
-    return w.value("cmplt", [a, w.pick("f32", shape, where=lambda v: v is not a)], "bool",
-                   shape)
+    return w.value("cmplt", [a, w.pick("f32", shape, where=w.apart(a))], "bool", shape)
 
 
 def _cast(w: Writer, base) -> None:
@@ -156,6 +154,7 @@ def _reduce(w: Writer, base) -> None:
     op = w.draw(st.sampled_from(("add", "max", "mul")))
     shape = w.choose_shape(dtype, base)
     a = w.pick(dtype, shape, literal_ok=shape == (), recent=True)
+    op = w.untied(op, a)
     axes = None
     if shape and w.draw(st.booleans()):
         axes = tuple(k for k in range(len(shape)) if w.draw(st.booleans()))
@@ -540,6 +539,7 @@ def _write(draw, *, steps, min_steps, max_steps, exclude, min_gradients, store_v
     w.base = base
     # Differentiable programs compute in f32; bools are their conditions.
     w.dtypes = ("f32", "bool") if reached_only else tuple(dtypes)
+    w.smooth = reached_only
     for _ in range(inputs):
         w.input("f32", base)
     token = _WRITER.set(w)
@@ -687,9 +687,10 @@ def order_sensitive_gradients(draw, *, min_shares: int = 3, max_shares: int = 6)
     orders = [list(range(count)), list(reversed(arrival))] + ([unshadowed] if shadowed else [])
     # The constants drawn, or the first rotation of them whose sum tells the arrival order
     # from the others: cheap to try (nothing is built), so few draws are thrown away.
-    rotations = (constants[r:] + constants[:r] for r in range(count))
-    constants = next((c for c in rotations if _tells(c, arrival, orders)), None)
-    assume(constants is not None)
+    rotations = [constants[r:] + constants[:r] for r in range(count)]
+    constants = next((c for c in rotations + _cancelling(arrival) if _tells(c, arrival, orders)),
+                     None)
+    assume(constants is not None)  # only where no constants can tell the orders apart
     bits = [exact.f32_from_text(c) for c in constants]
     x = draw(st.floats(-4, 4, width=32))
     buffers = {0: np.array(x, np.float32), 1: exact.to_numpy_f32(bits),
@@ -698,6 +699,19 @@ def order_sensitive_gradients(draw, *, min_shares: int = 3, max_shares: int = 6)
                 f"{', '.join(constants[k] for k in arrival)} in arrival order"
                 f"{', set by a detached tree' if shadowed else ''}",
                 features=features_of(source))
+
+
+def _cancelling(arrival: list[int]) -> list[list[str]]:
+    """Constants built to tell the arrival order from others, when the drawn ones do not:
+    1e8 and -1e8 arrive one after the other and cancel, and every other share is 1.0, which
+    an order that meets either big one first (ulp(1e8) = 8) absorbs. One placement of the
+    pair per position in the arrival order."""
+    built = []
+    for j in range(len(arrival) - 1):
+        constants = ["1.0"] * len(arrival)
+        constants[arrival[j]], constants[arrival[j + 1]] = "1e8", "-1e8"
+        built.append(constants)
+    return built
 
 
 def _tells(constants: list[str], arrival: list[int], others: list[list[int]]) -> bool:

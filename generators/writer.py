@@ -48,6 +48,12 @@ class Val:
     is_load: bool = False  # a load of an input buffer: its bits are the caller's
     maybe_literal: bool = False  # a scalar gradient result can be the literal 1.0 or 0.0
     positive: bool = False  # > 0 at every input: recip, log2 and sqrt may take it
+    # Some of its elements are equal whatever the inputs (an expand, a cast from bool or
+    # i32, a literal), so a max over it ties: a kink no smooth input can avoid.
+    tied: bool = False
+    # The values this one is the max of (a reduce op=max, expanded or reshaped): equal to
+    # each of them somewhere, so a comparison or max against them ties.
+    maxed: frozenset[str] = frozenset()
 
 
 class Writer:
@@ -55,6 +61,7 @@ class Writer:
                  prune: bool = True):
         self.draw, self.exclude, self.prune = draw, exclude, prune
         self.dtypes: tuple[str, ...] = ("f32", "i32", "bool")  # what steps may draw
+        self.smooth = False  # inputs will be kept from kinks: write no max that must tie
         self.base: tuple[int, ...] | None = None  # the shape of new inputs (None: any)
         self.decls: list[str] = []
         self.defs: list[str] = []
@@ -121,8 +128,15 @@ class Writer:
                 if o.dtype == "f32":
                     for upstream, crossed in o.reach.items():
                         reach[upstream] = reach.get(upstream, False) or crossed or no_rule
+        tied = op == "expand" or (op == "cast" and operands[0].dtype != "f32") or all(
+            o.tied or o.literal for o in operands if o.dtype != "func")
+        maxed = frozenset()
+        if op == "reduce" and "op=max" in attrs:
+            maxed = operands[0].maxed | {operands[0].text}
+        elif op in ("expand", "reshape"):
+            maxed = operands[0].maxed
         v = Val(name, dtype, shape, reach, no_rule or any(o.dirty for o in operands),
-                ranged or any(o.ranged for o in operands))
+                ranged or any(o.ranged for o in operands), tied=tied, maxed=maxed)
         self.pool.append(v)
         self.written[(self.scope, text)] = v
         return v
@@ -175,6 +189,14 @@ class Writer:
             return self.literal(dtype)
         return self.input(dtype, shape)
 
+    def apart(self, a: Val) -> Callable[[Val], bool]:
+        """Which values a comparison or a max may pair with a: not a itself, which ties at
+        every input, nor, in a smooth program, a max of a or a value a is the max of, which
+        equal a somewhere by construction."""
+        if not self.smooth:
+            return lambda v: v is not a
+        return lambda v: v is not a and a.text not in v.maxed and v.text not in a.maxed
+
     def shapes_in_pool(self, dtype: str) -> list[tuple[int, ...]]:
         seen: list[tuple[int, ...]] = []
         for v in self.pool:
@@ -206,10 +228,15 @@ class Writer:
     # --- gradient ---------------------------------------------------------------------------
 
     def loss(self, value: Val, op: str = "add") -> Val:
-        """An f32 scalar from an f32 value: itself, or its reduce (op=add or op=max)."""
+        """An f32 scalar from an f32 value: itself, or its reduce (op=add or op=max; add
+        where a max would tie and the inputs are to be smooth)."""
         if value.shape == ():
             return value
-        return self.value("reduce", [value], "f32", (), attrs=f"op={op}")
+        return self.value("reduce", [value], "f32", (), attrs=f"op={self.untied(op, value)}")
+
+    def untied(self, op: str, value: Val) -> str:
+        """`op`, or add in place of a max over a tied value in a smooth program."""
+        return "add" if op == "max" and self.smooth and value.tied else op
 
     def valid_xs(self, y: Val, *, include_unreached: bool = True) -> list[Val]:
         """The values a gradient of y may be taken against: f32, not literals, not on a path
