@@ -53,11 +53,18 @@ def test_the_suite_modes_script_prints_its_ratios():
 
 
 def test_the_protocol_cost_script_prints_a_time_per_case_for_each_transport():
-    run = subprocess.run([sys.executable, "-m", "benchmarks.protocol_cost", "--rounds", "1"],
+    """Then what a hang costs: each hanging implementation times out in each transport, and
+    the case after it is answered."""
+    run = subprocess.run([sys.executable, "-m", "benchmarks.protocol_cost", "--rounds", "1",
+                          "--hang-timeout", "1"],
                          cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-2000:]
     lines = run.stdout.splitlines()
     assert "valid case files" in lines[0]
-    assert [line.split(": ")[0].strip() for line in lines[1:]] == [
+    assert [line.split(": ")[0].strip() for line in lines[1:4]] == [
         "in process", "worker", "served (cmd:)"]
-    assert "(1.00x)" in lines[1] and all("ms per case" in line for line in lines[1:])
+    assert lines[4] == "what a hang costs, with a case timeout of 1 s"
+    hangs = lines[5:]
+    assert len(hangs) == 4, hangs
+    assert all(": timeout after" in line and "next case ok" in line for line in hangs), hangs
+    assert "(1.00x)" in lines[1] and all("ms per case" in line for line in lines[1:4])

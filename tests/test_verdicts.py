@@ -71,7 +71,7 @@ def test_without_the_claim_the_bits_of_rule_forms_and_orders_are_not_demanded(tm
 
 def test_the_derivative_figures_count_cases_not_shrinking_re_runs(tmp_path):
     report = tmp_path / "r.json"
-    code, output, _ = suite("variant:detach-passes", "-k", "near_the_true_derivative",
+    code, output, _ = suite("variant:where-both", "-k", "near_the_true_derivative",
                             "--max-examples=30", f"--report-json={report}")
     assert code == 1, output[-3000:]
     figures = json.loads(report.read_text())
@@ -85,7 +85,7 @@ def test_the_derivative_figures_count_cases_not_shrinking_re_runs(tmp_path):
 
 
 def test_messages_show_numbers_as_numbers(tmp_path):
-    code, output, _ = suite("variant:detach-passes", "-k", "near_the_true_derivative",
+    code, output, _ = suite("variant:where-both", "-k", "near_the_true_derivative",
                             "--max-examples=30")
     assert code == 1 and "the true value is" in output, output[-3000:]
     assert "np.float" not in output and "np.int" not in output, output[-3000:]
