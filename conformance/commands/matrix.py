@@ -5,11 +5,15 @@ conformance table".
 Each implementation runs in its own pytest process, which writes its JSON report, so one
 system's crash or import error is its own row's problem. The table is made from those
 reports: per check, passed / failed / skipped, and the first divergence of each failed check.
-The markdown form is what README.md carries.
+The markdown form is what README.md carries. Each cell of the HTML page links to its
+system's own report, and the page says what changed since the previous matrix written to the
+same path: the divergences new to each system and those fixed, by signature (like
+test262.fyi's history).
 """
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import pathlib
@@ -42,11 +46,16 @@ def systems(base: pathlib.Path) -> list[str]:
     return found
 
 
+def stem_of(spec: str) -> str:
+    """The file name of one system's reports in the matrix's runs folder."""
+    return "".join(c if c.isalnum() else "_" for c in spec)[:60]
+
+
 def run_one(spec: str, out: pathlib.Path, *, profile: str = "ci",
             extra: tuple[str, ...] = ()) -> tuple[Report | None, str]:
     """The suite against one implementation, in a subprocess: its report, or None and what
     went wrong."""
-    stem = "".join(c if c.isalnum() else "_" for c in spec)[:60]
+    stem = stem_of(spec)
     json_path = out / f"{stem}.json"
     json_path.unlink(missing_ok=True)  # a report left by an earlier run is not this one's
     env = dict(os.environ)
@@ -159,26 +168,109 @@ def findings(report: Report) -> list[str]:
     return phrases
 
 
-def html(reports) -> str:
+def divergence_key(d) -> str:
+    """What a divergence is from one matrix to the next: its signature (check, subject,
+    kind), or for one the suite could not describe structurally, its check and test."""
+    return " | ".join(d.signature) if any(d.signature) else f"{d.check} | {d.test_id}"
+
+
+def summary(reports, date: str) -> dict:
+    """The matrix's JSON: when, and per system what it is and which divergences it had (key
+    -> summary), for the next matrix to compare with."""
+    systems = {}
+    for spec, (report, problem) in reports.items():
+        systems[spec] = {"problem": problem} if report is None else {
+            "implementation": report.implementation, "report": f"{stem_of(spec)}.html",
+            "divergences": {divergence_key(d): _one_line(d.summary)
+                            for d in report.divergences}}
+    return {"date": date, "systems": systems}
+
+
+def changes(previous: dict | None, current: dict) -> dict[str, dict]:
+    """spec -> {"new": {key: summary}, "fixed": {key: summary}}, for each system that ran in
+    both matrices; a system in one only is {"only": "now" or "before"}."""
+    before = (previous or {}).get("systems", {})
+    found = {}
+    for spec, now in current["systems"].items():
+        was = before.get(spec)
+        if was is None or "divergences" not in was:
+            found[spec] = {"only": "now"} if was is None else {}
+            continue
+        if "divergences" not in now:
+            found[spec] = {}
+            continue
+        new = {k: v for k, v in now["divergences"].items() if k not in was["divergences"]}
+        fixed = {k: v for k, v in was["divergences"].items() if k not in now["divergences"]}
+        found[spec] = {"new": new, "fixed": fixed}
+    found.update({spec: {"only": "before"} for spec in before if spec not in found})
+    return found
+
+
+def html(reports, *, runs: str = "", previous: dict | None = None, current=None) -> str:
+    """The page: systems by checks, each cell linking to the system's report in `runs` (a
+    folder beside the page), then what changed since `previous`."""
     checks, rows = table(reports)
+    current = current or summary(reports, "")
+    changed = changes(previous, current) if previous else {}
     out = ["<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
            "<title>Gradient conformance matrix</title><style>",
            "body{font:14px system-ui,sans-serif;margin:2em}table{border-collapse:collapse}",
            "td,th{border:1px solid #ccc;padding:.3em .5em;vertical-align:top}",
            ".fail{background:#fde2e2}.pass{background:#e6f4e6}.skipped{background:#f2f2f2}",
+           "td.new{outline:2px solid #c00}a{color:inherit}",
            "small{color:#555;display:block;max-width:28em}</style></head><body>",
-           "<h1>Gradient conformance matrix</h1><table><tr><th>system</th>"]
+           "<h1>Gradient conformance matrix</h1>"]
+    if current.get("date"):
+        out.append(f"<p>{escape(current['date'])}. Each cell links to the system's own "
+                   "report; a cell outlined in red has a divergence the previous matrix did "
+                   "not.</p>")
+    out.append("<table><tr><th>system</th>")
     out += [f"<th>{escape(c.removeprefix('test_'))}</th>" for c in checks]
     out.append("</tr>")
     for row in rows:
-        out.append(f"<tr><td>{escape(row[1])}<br><code>{escape(row[0])}</code></td>")
-        for text, first in row[2:]:
-            klass = text.split()[0] if text != "-" else ""
+        spec = row[0]
+        link = f"{runs}/{stem_of(spec)}.html" if runs and "report" in current["systems"].get(
+            spec, {}) else ""
+        new_checks = {k.split(" | ")[0] for k in changed.get(spec, {}).get("new", {})}
+        out.append(f"<tr><td>{escape(row[1])}<br><code>{escape(spec)}</code></td>")
+        for check, (text, first) in zip(checks, row[2:], strict=True):
+            klass = (text.split()[0] if text != "-" else "") + \
+                (" new" if check in new_checks else "")
             detail = f"<small>{escape(_one_line(first))}</small>" if first else ""
-            out.append(f"<td class='{escape(klass)}'>{escape(text)}{detail}</td>")
+            shown = f"<a href='{escape(link)}#check-{escape(check)}'>{escape(text)}</a>" if link \
+                else escape(text)
+            out.append(f"<td class='{escape(klass.strip())}'>{shown}{detail}</td>")
         out.append("</tr>")
-    out.append("</table></body></html>")
+    out.append("</table>")
+    out += _changes_html(previous, changed)
+    out.append("</body></html>")
     return "\n".join(out) + "\n"
+
+
+def _changes_html(previous: dict | None, changed: dict) -> list[str]:
+    if previous is None:
+        return ["<h2>Since the previous matrix</h2><p>No previous matrix at this path.</p>"]
+    out = [f"<h2>Since the previous matrix ({escape(previous.get('date') or 'undated')})</h2>"]
+    if not changed:
+        return [*out, "<p>The previous matrix kept no divergences to compare with.</p>"]
+    out.append("<ul>")
+    for spec, change in changed.items():
+        if "only" in change:
+            said = "new to the matrix" if change["only"] == "now" else "not run this time"
+            out.append(f"<li><code>{escape(spec)}</code>: {said}</li>")
+        elif not change:
+            out.append(f"<li><code>{escape(spec)}</code>: did not run in one of the two</li>")
+        elif not change["new"] and not change["fixed"]:
+            out.append(f"<li><code>{escape(spec)}</code>: the same divergences</li>")
+        else:
+            out.append(f"<li><code>{escape(spec)}</code>: {len(change['new'])} new, "
+                       f"{len(change['fixed'])} fixed<ul>")
+            out += [f"<li>new: <code>{escape(k)}</code>: {escape(v)}</li>"
+                    for k, v in change["new"].items()]
+            out += [f"<li>fixed: <code>{escape(k)}</code>: {escape(v)}</li>"
+                    for k, v in change["fixed"].items()]
+            out.append("</ul></li>")
+    return [*out, "</ul>"]
 
 
 def _one_line(text: str, limit: int = 160) -> str:
@@ -194,11 +286,17 @@ def matrix(specs: list[str], *, report: pathlib.Path, profile: str = "ci",
     for spec in specs:
         print(f"matrix: {spec} ...", file=log, flush=True)
         reports[spec] = run_one(spec, out, profile=profile, extra=extra)
-    write_atomically(report, html(reports))
+    kept = report.with_suffix(".json")
+    try:
+        previous = json.loads(kept.read_text())
+    except (OSError, ValueError):
+        previous = None
+    if previous is not None and "systems" not in previous:
+        previous = {"date": "", "systems": {}}  # a matrix of before the changes were kept
+    current = summary(reports, datetime.datetime.now().isoformat(timespec="minutes"))
+    write_atomically(report, html(reports, runs=out.name, previous=previous, current=current))
     write_atomically(report.with_suffix(".md"), markdown(reports))
-    summary = {spec: (r.implementation if r else {"problem": p}) for spec, (r, p) in
-               reports.items()}
-    write_atomically(report.with_suffix(".json"), json.dumps(summary, indent=1, default=str))
+    write_atomically(kept, json.dumps(current, indent=1, default=str))
     return reports
 
 
@@ -215,10 +313,13 @@ def add_parser(commands) -> None:
     parser.add_argument("--profile", default="ci", choices=["ci", "dev", "nightly"])
     parser.add_argument("--max-examples", type=int, default=None,
                         help="Hypothesis examples per check, instead of the profile's")
+    parser.add_argument("-k", dest="select", default=None, metavar="EXPRESSION",
+                        help="only the checks pytest's -k EXPRESSION selects")
 
 
 def run(args) -> int:
-    extra = (f"--max-examples={args.max_examples}",) if args.max_examples else ()
+    extra = ((f"--max-examples={args.max_examples}",) if args.max_examples else ()) + \
+        (("-k", args.select) if args.select else ())
     impls = args.impls + ([s for s in systems(pathlib.Path.cwd()) if s not in args.impls]
                           if args.systems else [])
     if not impls:

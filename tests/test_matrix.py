@@ -1,0 +1,65 @@
+"""The conformance matrix as a page (conformance/commands/matrix.py; SPEC.md, "The
+conformance table"): systems by checks, each cell linking to the system's own report, and
+what changed since the previous matrix at the same path."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from gradient_conformance.conformance.commands.matrix import changes, html, summary
+from gradient_conformance.reports.records import Divergence, Report
+from tests.conftest import FAST
+
+
+def _report(*signatures: tuple[str, str, str]) -> Report:
+    divergences = [Divergence(check=s[0], test_id=f"{s[0]}[x]", summary=f"{s[1]} differs",
+                              signature=s) for s in signatures]
+    failed = {s[0] for s in signatures}
+    checks = {c: {"failed": 1} if c in failed else {"passed": 1}
+              for c in ("test_case_file", "test_gradients_bit_for_bit")}
+    return Report(implementation={"name": "sys", "version": "1"}, divergences=divergences,
+                  checks=checks)
+
+
+def test_the_page_says_what_is_new_and_what_was_fixed():
+    kept = ("test_case_file", "recip", "bits")
+    gone = ("test_case_file", "sqrt", "bits")
+    came = ("test_gradients_bit_for_bit", "mul", "bits")
+    before = summary({"a": (_report(kept, gone), ""), "old": (_report(), "")}, "2026-12-01")
+    now = {"a": (_report(kept, came), ""), "b": (None, "exit status 4: no module")}
+    current = summary(now, "2026-12-02")
+    change = changes(json.loads(json.dumps(before)), current)
+    assert change["a"] == {"new": {" | ".join(came): "mul differs"},
+                           "fixed": {" | ".join(gone): "sqrt differs"}}
+    assert change["b"] == {"only": "now"} and change["old"] == {"only": "before"}
+    page = html(now, runs="m.runs", previous=before, current=current)
+    assert "<h2>Since the previous matrix (2026-12-01)</h2>" in page
+    assert "1 new, 1 fixed" in page and "new to the matrix" in page
+    assert "not run this time" in page
+    # Cells link to the system's report, at the check; the new divergence's cell is marked.
+    assert "<a href='m.runs/a.html#check-test_case_file'>fail</a>" in page
+    assert "<td class='fail new'><a href='m.runs/a.html#check-test_gradients_bit_for_bit'>" \
+        in page
+    assert "m.runs/b.html" not in page  # a system that did not run has no report
+
+
+def test_two_matrices_at_one_path_compare(tmp_path):
+    """The second run of a matrix reads the first's JSON: the same system, the same
+    divergences, said so; and the cells link to reports that exist. (mine.py declares no
+    CAPABILITIES, so it claims a correctly rounded exp2 that the fast one does not have: a
+    divergence in both runs.)"""
+    (tmp_path / "mine.py").write_text(f"from {FAST} import build  # noqa: F401\n")
+    command = [sys.executable, "-m", "gradient_conformance", "matrix", "--impl", "mine",
+               "--report", "out/m.html", "--max-examples", "2", "-k", "case_file"]
+    for _ in range(2):
+        run = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True,
+                             timeout=900)
+        assert run.returncode == 0, run.stderr[-3000:]
+    page = (tmp_path / "out" / "m.html").read_text()
+    kept = json.loads((tmp_path / "out" / "m.json").read_text())
+    assert kept["date"] and "divergences" in kept["systems"]["mine"]
+    assert "<code>mine</code>: the same divergences" in page
+    assert (tmp_path / "out" / "m.runs" / "mine.html").exists()
+    assert "href='m.runs/mine.html#check-test_case_file'" in page
