@@ -43,6 +43,9 @@ def test_the_page_says_what_is_new_and_what_was_fixed():
     assert "<td class='fail new'><a href='m.runs/a.html#check-test_gradients_bit_for_bit'>" \
         in page
     assert "m.runs/b.html" not in page  # a system that did not run has no report
+    older = html(now, runs="m.runs", previous={"date": "", "systems": {}}, current=current)
+    assert "The previous matrix kept no divergences to compare with." in older
+    assert "new to the matrix" not in older
 
 
 def test_two_matrices_at_one_path_compare(tmp_path):

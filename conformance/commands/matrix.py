@@ -251,7 +251,7 @@ def _changes_html(previous: dict | None, changed: dict) -> list[str]:
     if previous is None:
         return ["<h2>Since the previous matrix</h2><p>No previous matrix at this path.</p>"]
     out = [f"<h2>Since the previous matrix ({escape(previous.get('date') or 'undated')})</h2>"]
-    if not changed:
+    if not previous.get("systems"):
         return [*out, "<p>The previous matrix kept no divergences to compare with.</p>"]
     out.append("<ul>")
     for spec, change in changed.items():
