@@ -211,6 +211,7 @@ class Program:
                 if s.head.op == "range":
                     for i in range(int(s.head.operands[0].value)):
                         env[s.head.target] = b.literal(_i32(i))
+                        env[("counter", s.head.target)] = i
                         self._block(s, env, memory)
                 continue
             if s.op == "return":
@@ -250,7 +251,15 @@ class Program:
         return self.backend.literal(operand)
 
     def _index(self, operand, env, shape, name) -> int:
-        i = self.backend.index(self._value(operand, env))
+        """A load's or store's index as a number. A literal or a range's counter is one
+        already: the system is asked only for an index it computed (a compiler tracing the
+        run may not be able to say)."""
+        if operand.kind != "name":
+            i = int(operand.value)
+        elif ("counter", operand.text) in env:
+            i = env[("counter", operand.text)]
+        else:
+            i = self.backend.index(self._value(operand, env))
         size = int(np.prod(shape))
         if not 0 <= i < size:
             raise IndexOutOfRange(f"index {i} out of range for {name} of {size} elements")

@@ -105,6 +105,20 @@ class _Common:
         """A context around each whole run of a program: TensorFlow's tape goes here."""
         return contextlib.nullcontext()
 
+    def compile(self, function, example: dict):
+        """A compiler's version of `function`, which maps the buffers' contents (name -> your
+        value) to their contents after the run: `jax.jit(function)`, `torch.compile(function)`.
+        `example` is the first call's argument, for a compiler that wants shapes and dtypes
+        first. By default there is none: the program runs eagerly, op by op."""
+        return function
+
+    def wrap(self, array):
+        """One of your values as the kit holds it (FunctionalFramework: with its record)."""
+        return array
+
+    def unwrap(self, value):
+        return value
+
     def build(self, source: str):
         """The protocol's build: the structure checked, the program run once on zeros (what
         your system refuses there is a rejection), and its run returned."""
@@ -214,6 +228,12 @@ class FunctionalFramework(RecordingBackend, _Common):
     def index(self, value):
         return int(np.asarray(self.numpy(value.array)).reshape(()))
 
+    def wrap(self, array):
+        return Value(array)
+
+    def unwrap(self, value):
+        return value.array
+
     def grad_array(self, y: Value, x: Value):
         return self._grad(y, x, x.array)
 
@@ -231,8 +251,30 @@ class FunctionalFramework(RecordingBackend, _Common):
 
 
 class _Whole(Program):
-    """A program whose every run happens inside the framework's `around_run` context."""
+    """A program whose every run happens inside the framework's `around_run` context, and
+    through its `compile` when it has one."""
+
+    compiled = None
 
     def run(self, buffers):
-        with self.backend.around_run():
-            return super().run(buffers)
+        b = self.backend
+        with b.around_run():
+            memory = {name: b.from_numpy(np.asarray(buffers[slot]), dtype)
+                      for name, (slot, dtype, _) in self.slots.items()}
+            if type(b).compile is _Common.compile:
+                self._block(self.root, {}, memory)
+            else:
+                if self.compiled is None:
+                    self.compiled = b.compile(self._pure, {n: b.unwrap(v)
+                                                           for n, v in memory.items()})
+                memory = {n: b.wrap(v) for n, v in self.compiled(
+                    {n: b.unwrap(v) for n, v in memory.items()}).items()}
+            return {slot: b.to_numpy(memory[name], dtype, shape)
+                    for name, (slot, dtype, shape) in self.slots.items()}
+
+    def _pure(self, arrays: dict) -> dict:
+        """The run as a function of the buffers' contents (name -> the system's value) to
+        their final contents: what a compiler compiles."""
+        memory = {n: self.backend.wrap(a) for n, a in arrays.items()}
+        self._block(self.root, {}, memory)
+        return {n: self.backend.unwrap(v) for n, v in memory.items()}

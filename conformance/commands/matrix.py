@@ -24,9 +24,11 @@ from html import escape
 from gradient_conformance.conformance.divergence import write_atomically
 from gradient_conformance.reports.records import Report, from_json
 
-# The in-process adapters, by the package each needs.
-ADAPTERS = {"torch": "torch_impl", "jax": "jax_impl", "tinygrad": "tinygrad_impl",
-            "tensorflow": "tensorflow_impl", "micrograd": "micrograd_impl"}
+# The in-process adapters, each with the package it needs: compiled beside eager.
+ADAPTERS = (("torch", "torch_impl"), ("torch", "torch_compile_impl"), ("jax", "jax_impl"),
+            ("jax", "jax_jit_impl"), ("tinygrad", "tinygrad_impl"),
+            ("tensorflow", "tensorflow_impl"), ("micrograd", "micrograd_impl"),
+            ("autograd", "autograd_impl"))
 MXNET = "cmd:.venv-mxnet/bin/python -m gradient_conformance serve adapters.mxnet_impl"
 TFJS = "cmd:node adapters/tfjs/server.mjs"
 
@@ -37,7 +39,7 @@ def systems(base: pathlib.Path) -> list[str]:
     systems where their environments are."""
     import importlib.util
     found = ["reference", "implementations.fast"]
-    found += [f"adapters.{module}" for package, module in ADAPTERS.items()
+    found += [f"adapters.{module}" for package, module in ADAPTERS
               if importlib.util.find_spec(package) is not None]
     if (base / ".venv-mxnet" / ".ready").exists():
         found.append(MXNET)
