@@ -11,6 +11,9 @@ A system that differentiates values (PyTorch, TensorFlow, tinygrad) subclasses `
 and gives `grad(y, x)`. One that differentiates functions (JAX) subclasses
 `FunctionalFramework` and gives `grad_function(f, x)`: the kit records how each value was
 made and hands over `f`, which recomputes y from a new x (nesting as gradients nest).
+A compiler also gives `compile(function, example)`: the kit hands it the whole run, as a
+function of the buffers' contents, once per build (jax.jit, torch.compile, PyTensor's
+`pytensor.function`); without it the program runs eagerly, op by op.
 
 The table `ops`, keyed by IR op name (ir.md): the elementwise ops `add mul max idiv mod shl
 shr and or xor cmplt cmpne recip exp2 log2 sqrt sin where detach` take the operands; the

@@ -22,7 +22,7 @@ from tests.conftest import ROOT
 TABLE_OPS = set(SIGNATURES) - {"load"}
 ON_THE_KIT = {"torch_impl": "torch", "jax_impl": "jax", "autograd_impl": "autograd",
               "tensorflow_impl": "tensorflow", "jax_jit_impl": "jax",
-              "torch_compile_impl": "torch"}
+              "torch_compile_impl": "torch", "pytensor_impl": "pytensor"}
 
 
 def on_the_kit(name: str):
