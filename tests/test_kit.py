@@ -136,3 +136,15 @@ def test_jax_jit_drops_an_add_of_zero_that_eager_jax_keeps():
     bits = {name: module.build(source)(buffers)[2].view(np.uint32).item()
             for name, module in (("eager", eager), ("jit", jitted))}
     assert bits == {"eager": 0x00000000, "jit": 0x80000000}
+
+
+def test_pytensor_rewrites_recip_times_x_to_one():
+    """A finding of the PyTensor row: its graph rewrites turn recip(x) * x into 1.0, where
+    the spec (and IEEE arithmetic, op by op) gives NaN at 0 and infinity, and 0.99999994 at
+    41.0 (cases/ops/recip_times_x.ir)."""
+    module = on_the_kit("pytensor_impl")
+    source = (ROOT / "cases" / "ops" / "recip_times_x.ir").read_text()
+    inputs = np.array([0x00000000, 0x7F800000, 0x42240000], np.uint32).view(np.float32)
+    out = module.build(source.replace("shape=[5]", "shape=[3]"))(
+        {0: inputs, 1: np.zeros(3, np.float32)})
+    assert out[1].tolist() == [1.0, 1.0, 1.0]
