@@ -223,9 +223,10 @@ def html(reports, *, runs: str = "", previous: dict | None = None, current=None)
            "small{color:#555;display:block;max-width:28em}</style></head><body>",
            "<h1>Gradient conformance matrix</h1>"]
     if current.get("date"):
+        since = "; a cell outlined in red has a divergence the previous matrix did not" \
+            if previous else ""
         out.append(f"<p>{escape(current['date'])}. Each cell links to the system's own "
-                   "report; a cell outlined in red has a divergence the previous matrix did "
-                   "not.</p>")
+                   f"report{since}.</p>")
     out.append("<table><tr><th>system</th>")
     out += [f"<th>{escape(c.removeprefix('test_'))}</th>" for c in checks]
     out.append("</tr>")
