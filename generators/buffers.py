@@ -107,8 +107,9 @@ def buffers_for(draw, source: str, *, mode: str = "anything", min_kink_distance:
     mode="anything": the whole f32 range with both zeros, subnormals, infinities, NaN, huge and
     tiny values; i32 extremes. mode="smooth": f32 in [-4, 4], i32 in [-8, 8], and only inputs
     whose run stays at least `min_kink_distance` from every kink (rejected otherwise).
-    `f32_values`, if given, are dealt into the f32 slots in turn instead of drawing: a caller
-    that draws them before the program keeps them fixed while the program shrinks.
+    `f32_values`, if given, are dealt into the f32 slots in turn instead of drawing (each
+    round through them scaled, so no two elements are equal): a caller that draws them
+    before the program keeps them fixed while the program shrinks.
     A slot the program never loads starts as POISON. Shrinks towards zeros and the first
     special values.
     """
