@@ -200,9 +200,12 @@ def test_the_page_fits_1200_pixels_and_links_every_divergence(whole_run, tmp_pat
     sections = re.findall(r'<section class="divergence" id="divergence-(\d+)">\s*'
                           r'<h3 class="check">(\w+)</h3>', dom)
     assert sections
-    rows = re.findall(r"<tr class=\"\w+\">\s*<td>(.*?)</td>(.*?)</tr>", dom, re.S)
-    links = {re.sub(r"<wbr>", "", name): set(re.findall(r'href="#divergence-(\d+)"', rest))
-             for name, rest in rows}
+    rows = re.findall(r"<tr id=\"check-(\w+)\" class=\"\w+\">\s*<td>(.*?)</td>(.*?)</tr>",
+                      dom, re.S)
+    # Each check's row has the id the matrix page links to, and names its check.
+    assert all(re.sub(r"<wbr>", "", name) == check for check, name, _ in rows) and rows
+    links = {check: set(re.findall(r'href="#divergence-(\d+)"', rest))
+             for check, _, rest in rows}
     for number, check in sections:
         assert number in links[check], (check, number, links.get(check))
     shot = tmp_path / "page.png"
