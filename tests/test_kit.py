@@ -148,3 +148,15 @@ def test_pytensor_rewrites_recip_times_x_to_one():
     out = module.build(source.replace("shape=[5]", "shape=[3]"))(
         {0: inputs, 1: np.zeros(3, np.float32)})
     assert out[1].tolist() == [1.0, 1.0, 1.0]
+
+
+def test_torch_compile_refuses_a_second_derivative_that_eager_torch_takes():
+    """A finding of the torch.compile row: AOTAutograd has no double backward, so the
+    worked example's second derivative, which eager PyTorch takes (12 at x = 2), is refused
+    at build (cases/examples/second_derivative.ir)."""
+    eager, compiled = on_the_kit("torch_impl"), on_the_kit("torch_compile_impl")
+    source = (ROOT / "cases" / "examples" / "second_derivative.ir").read_text()
+    out = eager.build(source)({0: np.array(2.0, np.float32), 1: np.zeros(2, np.float32)})
+    assert out[1].tolist() == [12.0, 12.0]
+    with pytest.raises(RuntimeError, match="double backward"):
+        compiled.build(source)
