@@ -92,13 +92,10 @@ class Writer:
         """The program as written so far, statement for statement."""
         return "\n".join(self.defs + self.decls + self.body) + "\n"
 
-    def source(self) -> str:
-        """The program; pruned of what nothing observable uses (see `prune`), unless it was
-        written statement by statement on purpose (invalid programs, near misses)."""
-        return self.program()[0]
-
     def program(self) -> tuple[str, list[Statement]]:
-        """`source()` and its statements, from one parse: what a drawn case is made of."""
+        """The program's text and its statements, from one parse: what a drawn case is made
+        of. Pruned of what nothing observable uses (see `pruned`), unless it was written
+        statement by statement on purpose (invalid programs, near misses)."""
         text = self.text()
         return pruned(text) if self.prune else (text, parse(text))
 
@@ -296,16 +293,11 @@ def features_of_statements(statements) -> frozenset[str]:
     return frozenset(features)
 
 
-def prune(source: str) -> str:
-    """Drop value statements whose value nothing observable uses, then unused buffers and
-    functions. Every value op is pure, so this changes no result; it only makes programs (and
-    shrunk counterexamples) shorter. Stores, ranges and their ends always stay."""
-    return pruned(source)[0]
-
-
 def pruned(source: str) -> tuple[str, list[Statement]]:
-    """`prune(source)` and its statements, numbered as its lines, from one parse of
-    `source`."""
+    """`source` without the value statements whose value nothing observable uses, then
+    without unused buffers and functions; with its statements, numbered as its lines, from
+    one parse. Every value op is pure, so this changes no result; it only makes programs (and
+    shrunk counterexamples) shorter. Stores, ranges and their ends always stay."""
     statements = parse(source)
     lines = [line for line in source.splitlines() if line.split("#")[0].strip()]
     live: set[str] = set()
