@@ -199,9 +199,15 @@ class Program:
     def run(self, buffers: dict[int, np.ndarray]) -> dict[int, np.ndarray]:
         memory = {name: self.backend.from_numpy(np.asarray(buffers[slot]), dtype)
                   for name, (slot, dtype, _) in self.slots.items()}
-        self._block(self.root, {}, memory)
+        memory = self.execute(memory)
         return {slot: self.backend.to_numpy(memory[name], dtype, shape)
                 for name, (slot, dtype, shape) in self.slots.items()}
+
+    def execute(self, memory: dict) -> dict:
+        """The statements run on the buffers' contents (name -> the system's value): their
+        contents after."""
+        self._block(self.root, {}, memory)
+        return memory
 
     def _block(self, block: Block, env: dict, memory: dict):
         """Run a block's statements; a function body's return value, else None."""

@@ -60,28 +60,22 @@ KEYWORD_OPS = frozenset({"reduce", "cast", "bitcast", "expand", "reshape"})
 DERIVED = frozenset({"element", "with_element", "broadcast"})
 
 
-class Ops:
-    """An IR op, with its attributes, applied to a system's values through its table."""
-
-    def __init__(self, framework):
-        self.framework = framework
-
-    def __call__(self, name: str, values: list, attrs) -> object:
-        f = self.framework
-        if name not in f.ops:
-            raise NotImplementedError(f"{f.name} has no {name} in its adapter's table")
-        fn = f.ops[name]
-        if name not in KEYWORD_OPS:
-            return fn(*values)
-        a, attrs = values[0], dict(attrs)
-        if name == "reduce":
-            axes = reduce_axes(attrs, len(f.shape(a)))
-            if not axes:  # a reduce over no axes is its operand (ir.md)
-                return a
-            return fn(a, op=attrs["op"], axes=axes, keepdims=attrs.get("axis") is not None)
-        if name in ("cast", "bitcast"):
-            return fn(a, dtype=f.dtypes[attrs["dtype"]])
-        return fn(a, shape=shape_of(attrs["shape"]))
+def _apply_op(f, name: str, values: list, attrs):
+    """An IR op, with its attributes, applied to framework f's values through its table."""
+    if name not in f.ops:
+        raise NotImplementedError(f"{f.name} has no {name} in its adapter's table")
+    fn = f.ops[name]
+    if name not in KEYWORD_OPS:
+        return fn(*values)
+    a, attrs = values[0], dict(attrs)
+    if name == "reduce":
+        axes = reduce_axes(attrs, len(f.shape(a)))
+        if not axes:  # a reduce over no axes is its operand (ir.md)
+            return a
+        return fn(a, op=attrs["op"], axes=axes, keepdims=attrs.get("axis") is not None)
+    if name in ("cast", "bitcast"):
+        return fn(a, dtype=f.dtypes[attrs["dtype"]])
+    return fn(a, shape=shape_of(attrs["shape"]))
 
 
 class _Common:
@@ -186,7 +180,7 @@ class Framework(_Common, Backend):
         return self._to_numpy(value, dtype, shape)
 
     def op(self, name, operands, attrs):
-        return Ops(self)(name, operands, attrs)
+        return _apply_op(self, name, operands, attrs)
 
     def element(self, value, index):
         return self.get_element(value, index)
@@ -217,7 +211,7 @@ class FunctionalFramework(RecordingBackend, _Common):
             return self.set_element(arrays[0], attrs["index"], arrays[1])
         if op == "broadcast":
             return self.broadcast_to(arrays[0], attrs["shape"], attrs["dtype"])
-        return Ops(self)(op, arrays, attrs or {})
+        return _apply_op(self, op, arrays, attrs or {})
 
     def literal(self, operand):
         return Value(self._literal(operand))
@@ -254,30 +248,24 @@ class FunctionalFramework(RecordingBackend, _Common):
 
 
 class _Whole(Program):
-    """A program whose every run happens inside the framework's `around_run` context, and
-    through its `compile` when it has one."""
+    """A program whose every run happens inside the framework's `around_run` context and
+    goes through what its `compile` made of the run (the run itself, by default)."""
 
     compiled = None
 
     def run(self, buffers):
+        with self.backend.around_run():
+            return super().run(buffers)
+
+    def execute(self, memory: dict) -> dict:
         b = self.backend
-        with b.around_run():
-            memory = {name: b.from_numpy(np.asarray(buffers[slot]), dtype)
-                      for name, (slot, dtype, _) in self.slots.items()}
-            if type(b).compile is _Common.compile:
-                self._block(self.root, {}, memory)
-            else:
-                if self.compiled is None:
-                    self.compiled = b.compile(self._pure, {n: b.unwrap(v)
-                                                           for n, v in memory.items()})
-                memory = {n: b.wrap(v) for n, v in self.compiled(
-                    {n: b.unwrap(v) for n, v in memory.items()}).items()}
-            return {slot: b.to_numpy(memory[name], dtype, shape)
-                    for name, (slot, dtype, shape) in self.slots.items()}
+        arrays = {n: b.unwrap(v) for n, v in memory.items()}
+        if self.compiled is None:
+            self.compiled = b.compile(self._pure, arrays)
+        return {n: b.wrap(v) for n, v in self.compiled(arrays).items()}
 
     def _pure(self, arrays: dict) -> dict:
         """The run as a function of the buffers' contents (name -> the system's value) to
         their final contents: what a compiler compiles."""
-        memory = {n: self.backend.wrap(a) for n, a in arrays.items()}
-        self._block(self.root, {}, memory)
+        memory = super().execute({n: self.backend.wrap(a) for n, a in arrays.items()})
         return {n: self.backend.unwrap(v) for n, v in memory.items()}
