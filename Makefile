@@ -18,7 +18,7 @@ $(CORE): pyproject.toml | $(VENV)/bin/python
 	touch $(CORE)
 
 $(TEST): pyproject.toml $(CORE)
-	$(PY) -m pip install --quiet -e '.[test,torch,tinygrad,micrograd,autograd]'
+	$(PY) -m pip install --quiet -e '.[test,torch,tinygrad,micrograd,autograd,cluster]'
 	touch $(TEST)
 
 # Debian's Chromium, Redis server and clang: for the report's browser test, the shared fuzzing

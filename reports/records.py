@@ -104,6 +104,9 @@ class Report:
     versions: dict[str, str] = field(default_factory=dict)  # python, numpy, hypothesis, ...
     command: str = ""  # the command line of the run
     isolation: str = ""  # where the implementation ran
+    # A fuzz run's news since the previous run of the same implementation (SPEC.md,
+    # "Fuzzing"): previous (when it started), new and fixed (signatures, as text).
+    changes: dict = field(default_factory=dict)
     schema: str = SCHEMA
 
 

@@ -84,7 +84,7 @@ def test_ctrl_c_writes_the_report(tmp_path):
 
 
 def test_progress_keeps_the_smallest_of_each_signature(tmp_path):
-    progress = Progress(tmp_path, FAULT)
+    progress = Progress(tmp_path, FAULT, "2 processes")
     sig = (CHECK, "add+gradient+recip", "bits")
 
     def found(source: str, statements: int, signature=sig, ops=("add", "gradient", "recip")):
@@ -102,7 +102,7 @@ def test_progress_keeps_the_smallest_of_each_signature(tmp_path):
                                  "ops": {"add": 10}}))
     progress.take((1, "record", {"check": CHECK, "outcome": "passed", "cases": 5,
                                  "ops": {"add": 5}}))
-    report = progress.report(jobs=2)
+    report = progress.report()
     assert [d.source for d in report.divergences] == ["a\nb", "a"]
     assert progress.found == 4 and report.checks[CHECK] == {"cases": 15, "failed": 2}
     # Cases per op, summed over the workers; divergences per op, of every one found.
@@ -111,6 +111,28 @@ def test_progress_keeps_the_smallest_of_each_signature(tmp_path):
     # were written (the big one first), and the smallest's record is the last written.
     assert sorted(p.name for p in (tmp_path / "divergences").glob("*/*.ir")) == [
         f"{CHECK}-1.ir", f"{CHECK}-2.ir", f"{CHECK}-3.ir"]
+
+
+def test_a_run_goes_on_from_the_store_it_finds(tmp_path):
+    """A run into an OUT that an earlier run (killed, say) stored into: a signature stored
+    there is this run's too when found again, and is rewritten only by a smaller case."""
+    sig = (CHECK, "add+gradient+recip", "bits")
+
+    def record(statements: int) -> dict:
+        source = "\n".join("a" * statements)
+        d = Divergence(CHECK, "i", "s", source=source, statements=statements, signature=sig,
+                       ops=["add"], case_text=source + "\n", case_name=f"{CHECK}-{statements}.ir")
+        return {"check": CHECK, "outcome": "failed", "cases": 0,
+                "divergence": divergence_to_dict(d)}
+
+    Progress(tmp_path, FAULT).take((0, "record", record(2)))
+    again = Progress(tmp_path, FAULT)
+    again.take((0, "record", record(5)))
+    assert [d.statements for d in again.best.values()] == [2]
+    assert len(list((tmp_path / "divergences").glob("*/*.ir"))) == 1
+    again.take((0, "record", record(1)))
+    assert [d.statements for d in again.best.values()] == [1]
+    assert len(list((tmp_path / "divergences").glob("*/*.ir"))) == 2
 
 
 def _finds_from_the_database(tmp_path, database: str) -> None:

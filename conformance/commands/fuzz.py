@@ -1,18 +1,22 @@
-"""`python -m conformance fuzz`: the suite's generated checks, run continuously in K processes.
-SPEC.md, "Fuzzing".
+"""`gradient-conformance fuzz`: the suite's generated checks, run continuously, in K processes
+or as tasks on a Dask cluster. SPEC.md, "Fuzzing" and "Fuzzing on a cluster".
 
-Each worker is the suite itself: a pytest session of the installed checks (and of any check
-files given), with the plugin, against the implementation, whose test loop (`FuzzLoop`) runs
-the generated checks (those Hypothesis drives) in turn, each for a batch of examples, until
-the time is up. A new check in conformance/checks/ is fuzzed as soon as it is there. Each
-check's record (the suite's own, conformance/totals.py) goes to the parent, which adds them
-up as the suite does, keeps the smallest divergence of each signature on disk at once (a
-JSON record and a case file, each written to a temporary name and renamed), shows progress,
-and writes the HTML report at the end and on Ctrl-C. A run killed with SIGKILL loses
-nothing already written.
+Each process or task is the suite itself: a pytest session of the installed checks (and of
+any check files given), with the plugin, against the implementation, whose test loop runs the
+generated checks (those Hypothesis drives) in turn, each for a batch of examples, until the
+time is up (commands/fuzz_workers.py). A new check in conformance/checks/ is fuzzed as soon as
+it is there. Each check's record (the suite's own, conformance/totals.py) comes back to this
+driver, which adds them up as the suite does, keeps the smallest divergence of each signature
+on disk at once (a JSON record and a case file, each written to a temporary name and
+renamed), shows progress, and writes the HTML report at the end and on Ctrl-C. A run killed
+with SIGKILL loses nothing already written.
 
 On disk, under OUT/divergences/: one folder per signature (its hash), and in it one JSON
-record and one case file per divergence the workers found, named by size, smallest first.
+record and one case file per divergence found, named by size, smallest first. A run into an
+OUT that holds a store goes on from it: a signature stored before is written again only by a
+smaller case. OUT/history.jsonl has a line per run (its signatures among them), and the report
+says which divergences are new since the previous run of the same implementation, and which
+were fixed.
 
 The Hypothesis database persists between runs (by default in OUT/database/): each check first
 replays what earlier runs found, then generates. A directory on a shared filesystem, or a
@@ -21,21 +25,19 @@ Redis server (redis://HOST:PORT/DB, with the `redis` package), shares it between
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 import hashlib
 import json
-import multiprocessing
-import os
 import pathlib
-import queue as queues
-import signal
 import sys
 import time
 
-import pytest
-
-from gradient_conformance.conformance import plugin
+from gradient_conformance.conformance.commands.fuzz_workers import (
+    connect,
+    in_processes,
+    on_cluster,
+    open_database,
+)
 from gradient_conformance.conformance.commands.suite import load_implementation, suite_arguments
 from gradient_conformance.conformance.divergence import save, write_atomically
 from gradient_conformance.conformance.totals import Totals
@@ -43,6 +45,7 @@ from gradient_conformance.reports.html import render
 from gradient_conformance.reports.records import (
     Divergence,
     Report,
+    divergence_from_dict,
     divergence_to_dict,
     representatives,
     smallest_per_signature,
@@ -50,22 +53,6 @@ from gradient_conformance.reports.records import (
 )
 
 PROGRESS_EVERY = 5.0  # seconds between progress lines
-
-
-def open_database(spec: str | None):
-    """A Hypothesis example database from `--database`: none, redis://..., or a folder."""
-    from hypothesis.database import DirectoryBasedExampleDatabase
-    if spec is None or spec == "none":
-        return None
-    if spec.startswith("redis://"):
-        try:
-            import redis
-        except ImportError:
-            raise ValueError("--database redis://... needs the redis package: pip install "
-                             "'gradient-conformance[redis]'") from None
-        from hypothesis.extra.redis import RedisExampleDatabase
-        return RedisExampleDatabase(redis.Redis.from_url(spec))
-    return DirectoryBasedExampleDatabase(spec)
 
 
 def signature_folder(d: Divergence) -> str:
@@ -81,105 +68,57 @@ def save_divergence(d: Divergence, folder: pathlib.Path) -> pathlib.Path:
     return path
 
 
-class FuzzLoop:
-    """A pytest plugin that runs the suite's session as a fuzzer: it keeps the generated
-    checks (those Hypothesis drives) and, in place of pytest's test loop, runs them in turn,
-    a batch of examples each, until `deadline` (or for `rounds` batches each), sending each
-    check's record through `send`."""
-
-    def __init__(self, send, *, deadline: float, batch: int, rounds: int | None,
-                 database: str | None, checks: list[str] | None):
-        self.send, self.deadline, self.batch, self.rounds = send, deadline, batch, rounds
-        self.database, self.checks = database, checks
-
-    @pytest.hookimpl(trylast=True)
-    def pytest_collection_modifyitems(self, session, config, items):
-        generated = [i for i in items if plugin.is_check(i) and
-                     hasattr(getattr(i, "obj", None), "hypothesis")]
-        names = sorted({plugin.check_name(i) for i in generated})
-        self.send("checks", names)
-        items[:] = [i for i in generated if not self.checks or plugin.check_name(i) in
-                    self.checks]
-
-    def pytest_sessionstart(self, session):
-        run = session.config.stash[plugin.RUN_KEY]
-        run.cases_dir = None  # the parent keeps the store
-        impl = run.impl
-        self.send("hello", {"name": impl.name, "version": impl.version, "spec": impl.spec,
-                            "capabilities": impl.capabilities})
-
-    def pytest_runtestloop(self, session):
-        from _pytest.runner import runtestprotocol
-        from hypothesis import HealthCheck, Phase, Verbosity, given, settings
-        from hypothesis import strategies as st
-        # Quiet: the falsifying examples are in the records, not on the terminal.
-        base = dict(max_examples=self.batch, deadline=None, derandomize=False,
-                    database=open_database(self.database), verbosity=Verbosity.quiet,
-                    print_blob=False, suppress_health_check=list(HealthCheck))
-        # Hypothesis binds settings when it wraps a test, so each check is wrapped afresh
-        # from its inner test (the same database key as under pytest): once with the
-        # database's replay, for the first batch, and once generating only, for the rest.
-        batches = {}
-        for item in session.items:
-            inner = item.obj.hypothesis.inner_test
-            batches[item] = [
-                settings(**base)(given(data=st.data())(inner)),
-                settings(phases=[Phase.generate, Phase.target, Phase.shrink], **base)(
-                    given(data=st.data())(inner))]
-        rounds = self.rounds
-        while batches and time.time() < self.deadline and rounds != 0:
-            rounds = None if rounds is None else rounds - 1
-            for item in list(batches):
-                if time.time() >= self.deadline:
-                    break
-                item.obj = batches[item][0]
-                batches[item][:] = batches[item][-1:]
-                for report in runtestprotocol(item, log=False, nextitem=None):
-                    for name, value in report.user_properties:
-                        if name == plugin.PROPERTY:
-                            record = json.loads(value)
-                            self.send("record", record)
-                            if record["outcome"] == "skipped":
-                                batches.pop(item, None)
-        return True
+def stored(out: pathlib.Path) -> list[Divergence]:
+    """Every divergence record in the store under `out` (a fuzz run's OUT or its
+    divergences/)."""
+    root = out / "divergences" if (out / "divergences").is_dir() else out
+    return [divergence_from_dict(json.loads(p.read_text()))
+            for p in sorted(root.glob("*/*.json"))]
 
 
-def _worker(worker: int, arguments: list[str], loop: dict, messages) -> None:
-    """One fuzzing process: the suite's session with a FuzzLoop. Every message to the
-    parent starts with the worker's number."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
-    with open(os.devnull, "w") as quiet:
-        os.dup2(quiet.fileno(), 1)  # pytest's own terminal lines: the parent shows progress
-    code = 3
-    try:
-        code = int(pytest.main(arguments, plugins=[FuzzLoop(
-            lambda *message: messages.put((worker, *message)), **loop)]))
-    finally:
-        messages.put((worker, "done", code))
+def read_history(out: pathlib.Path) -> list[dict]:
+    """The lines of OUT/history.jsonl, oldest first; a line cut short by a kill is left out."""
+    path = out / "history.jsonl"
+    lines = path.read_text().splitlines() if path.is_file() else []
+    runs = []
+    for line in lines:
+        try:
+            runs.append(json.loads(line))
+        except ValueError:
+            continue
+    return [run for run in runs if isinstance(run, dict)]
 
 
 class Progress:
-    """What the parent knows: the run's totals (as the suite adds them up), the smallest
-    divergence of each signature, kept on disk under `out` as it arrives."""
+    """What the driver knows: the run's totals (as the suite adds them up), the smallest
+    divergence of each signature, kept on disk under `out` as it arrives (beside what an
+    earlier run stored there), and the failures of processes or tasks. `where` says what ran
+    the cases, for the report."""
 
-    def __init__(self, out: pathlib.Path | None = None, spec: str = ""):
+    def __init__(self, out: pathlib.Path | None = None, spec: str = "",
+                 where: str = "1 process"):
         self.started, self.clock = datetime.datetime.now(datetime.UTC), time.monotonic()
-        self.out, self.spec = out, spec
+        self.out, self.spec, self.where = out, spec, where
         self.totals = Totals()
-        self.best: dict[tuple, Divergence] = {}
+        self.best: dict[tuple, Divergence] = {}  # of the signatures this run found
+        self.stored = {d.signature: d for d in smallest_per_signature(stored(out))} \
+            if out is not None else {}
         self.implementation: dict = {}
-        self.checks: list[str] | None = None  # the generated checks the workers collected
+        self.checks: list[str] | None = None  # the generated checks the sessions collected
         self.found = 0
         self.exits: list[int] = []
+        self.failures: list[str] = []
 
     def take(self, message) -> None:
-        _, kind, *body = message
+        sender, kind, *body = message
         if kind == "hello":
             self.implementation = body[0]
         elif kind == "checks":
             self.checks = body[0]
         elif kind == "done":
             self.exits.append(body[0])
+        elif kind == "failed":
+            self.failures.append(f"{sender}: {body[0]}")
         elif kind == "record":
             d = self.totals.take(body[0])
             if d is not None:
@@ -187,9 +126,10 @@ class Progress:
                 self._keep(d)
 
     def _keep(self, d: Divergence) -> None:
-        held = self.best.get(d.signature)
+        held = self.best.get(d.signature) or self.stored.get(d.signature)
         if held is not None and (held.statements, len(held.source)) <= (d.statements,
                                                                         len(d.source)):
+            self.best[d.signature] = held
             return
         self.best[d.signature] = d
         if self.out is not None:
@@ -210,7 +150,34 @@ class Progress:
                 f"{len(shown)}{' (' + found + ')' if found else ''}, "
                 f"{len(self.best)} signatures")
 
-    def report(self, jobs: int) -> Report:
+    def signatures(self) -> dict[str, str]:
+        """This run's signatures: each one's store folder, and its text."""
+        return {signature_folder(d): d.key for d in self.best.values()}
+
+    def history_line(self) -> dict:
+        """This run, as a line of OUT/history.jsonl."""
+        return {"started": self.started.isoformat(timespec="seconds"),
+                "seconds": round(time.monotonic() - self.clock, 1), "spec": self.spec,
+                "implementation": self.implementation.get("name", ""), "where": self.where,
+                "cases": sum(self.totals.cases.values()), "found": self.found,
+                "signatures": self.signatures()}
+
+    def changes(self, history: list[dict]) -> dict:
+        """What is new since the previous run of this implementation in `history`, and what
+        this run did not find again ("unseen", among the checks it ran), by signature: each
+        signature's text, keyed by its store folder. Empty for a first run."""
+        previous = next((run for run in reversed(history) if run.get("spec") == self.spec),
+                        None)
+        if previous is None:
+            return {}
+        now, then = self.signatures(), previous.get("signatures", {})
+        ran = set(self.totals.cases)  # a check this run did not run fixed nothing
+        return {"previous": previous.get("started", ""),
+                "new": {k: now[k] for k in sorted(set(now) - set(then))},
+                "unseen": {k: then[k] for k in sorted(set(then) - set(now))
+                           if then[k].split(" / ")[0] in ran}}
+
+    def report(self, changes: dict | None = None) -> Report:
         shown = representatives(list(self.best.values()))
         distinct: dict[str, int] = {}
         for d in shown:
@@ -222,77 +189,145 @@ class Progress:
             checks.setdefault(c, {})["skipped"] = 1
         elapsed = time.monotonic() - self.clock
         total = sum(cases.values())
-        notes = [f"A fuzz run: {jobs} processes, {total} cases in {elapsed:.0f} s "
+        notes = [f"A fuzz run: {self.where}, {total} cases in {elapsed:.0f} s "
                  f"({total / max(elapsed, 1e-9):.1f} per second); {self.found} divergences "
                  f"found, {len(self.best)} distinct signatures, shown as {len(shown)}: the "
                  "smallest of each signature, and of those only the ones whose ops no "
                  "simpler one's explain ('also seen as' lists the rest). 'failed' counts "
                  "those shown."]
         notes += [f"{c} skipped: {why}" for c, why in sorted(skipped.items())]
-        return Report(implementation=self.implementation, profile="fuzz",
+        # Named by its spec until a session says more (none may have started).
+        implementation = self.implementation or {"name": self.spec, "version": "",
+                                                 "spec": self.spec, "capabilities": {}}
+        return Report(implementation=implementation, profile="fuzz",
                       started=self.started.isoformat(timespec="seconds"), seconds=elapsed,
                       checks=checks, ops=self.totals.ops, ulps=self.totals.ulps,
-                      divergences=shown, notes=notes)
+                      divergences=shown, notes=notes, changes=changes or {})
 
 
 def fuzz(spec: str, *, minutes: float, jobs: int = 1, out: pathlib.Path,
          report: pathlib.Path | None = None, database: str | None = "default",
          checks: list[str] | None = None, batch: int = 50, rounds: int | None = None,
-         timeout: float = 20.0, paths: tuple[str, ...] = (), log=sys.stderr) -> Progress:
-    """Fuzz `spec` for `minutes` in `jobs` processes, with the installed checks and those
-    in `paths`; write the report (and its JSON beside it) at the end, and on
+         timeout: float = 20.0, paths: tuple[str, ...] = (), scheduler: str | None = None,
+         task_seconds: float = 60.0, log=sys.stderr) -> Progress:
+    """Fuzz `spec` for `minutes` in `jobs` processes, or as tasks of `task_seconds` on the
+    Dask cluster at `scheduler`, with the installed checks and those in `paths`; write the
+    report (and its JSON beside it) and a line of history at the end, and on
     KeyboardInterrupt. Returns what it saw; ValueError for a check that is not there."""
     out.mkdir(parents=True, exist_ok=True)
     if database == "default":
         database = str(out / "database")
     open_database(database)  # a bad --database fails here, before any process starts
+    if scheduler is not None:
+        # The tasks run elsewhere: every path they are given must not depend on where.
+        spec, database, paths = _absolute(spec), _absolute(database), tuple(map(_absolute,
+                                                                                paths))
     arguments = suite_arguments([f"--impl={spec}", f"--case-timeout={timeout}", "--profile=dev",
                                  "-p", "no:cacheprovider", "-q",
                                  f"--cases-out={out / 'divergences'}", *paths])
     loop = dict(deadline=time.time() + 60 * minutes, batch=batch, rounds=rounds,
                 database=database, checks=checks)
-    context = multiprocessing.get_context("spawn")
-    messages = context.Queue()
-    workers = [context.Process(target=_worker, daemon=True, args=(k, arguments, loop, messages))
-               for k in range(jobs)]
-    progress = Progress(out, spec)
+    client = connect(scheduler) if scheduler is not None else None
+    progress = Progress(out, spec, f"tasks on the Dask cluster at {scheduler}" if scheduler
+                        else f"{jobs} process{'es' if jobs > 1 else ''}")
+    shown = time.monotonic()
+
+    def take(message) -> None:
+        progress.take(message)
+        if message[1] == "failed":
+            print(f"fuzzing process or task {message[0]} failed: {message[2]}", file=log,
+                  flush=True)
+        refused = _refusal(progress, checks)
+        if refused:
+            raise _Refused(refused)
+
+    def tick() -> None:
+        nonlocal shown
+        if time.monotonic() - shown >= PROGRESS_EVERY:
+            shown = time.monotonic()
+            print(progress.line(), file=log, flush=True)
+
     refused = ""
     try:
-        for w in workers:
-            w.start()
-        shown = time.monotonic()
-        while len(progress.exits) < jobs and not refused:
-            try:
-                message = messages.get(timeout=1.0)
-            except queues.Empty:
-                if not any(w.is_alive() for w in workers):
-                    break
-                message = None
-            if message is not None:
-                progress.take(message)
-                refused = _refusal(progress, checks)
-            if time.monotonic() - shown >= PROGRESS_EVERY:
-                shown = time.monotonic()
-                print(progress.line(), file=log, flush=True)
+        if client is None:
+            in_processes(jobs, arguments, loop, take, tick)
+        else:
+            on_cluster(client, arguments, loop, take, tick, task_seconds=task_seconds, log=log)
+    except _Refused as why:
+        refused = str(why)
     except KeyboardInterrupt:
         print("interrupted: writing the report", file=log, flush=True)
     finally:
-        for w in workers:
-            if w.is_alive():
-                w.terminate()
-        with contextlib.suppress(Exception):
-            while True:
-                progress.take(messages.get_nowait())
         if not refused:
-            print(progress.line(), file=log, flush=True)
-            if report is not None:
-                write_report(progress.report(jobs), report)
-                print(f"report written: {report}", file=log, flush=True)
+            _end(progress, out, report, timeout, log)
     if refused or (progress.exits and not progress.totals.outcomes and
                    any(code not in (0, 5) for code in progress.exits)):
         raise ValueError(refused or f"the suite did not start in the fuzzing processes (pytest "
                          f"exit {progress.exits[0]}; its error is above)")
     return progress
+
+
+class _Refused(Exception):
+    """The run cannot go on: a check asked for is not there."""
+
+
+def _absolute(spec: str | None) -> str | None:
+    """A path of this machine, absolute; a module name, cmd:..., redis://... as they are."""
+    if spec is None or not pathlib.Path(spec).exists():
+        return spec
+    return str(pathlib.Path(spec).resolve())
+
+
+def _end(progress: Progress, out: pathlib.Path, report: pathlib.Path | None, timeout: float,
+         log) -> None:
+    """The run's last line, its report (with what changed since the previous run) and its
+    line of history."""
+    print(progress.line(), file=log, flush=True)
+    changes = progress.changes(read_history(out))
+    if changes:
+        changes = _rechecked(changes, progress, timeout)
+        print(f"since the previous run ({changes['previous']}): {len(changes['new'])} new, "
+              f"{len(changes['fixed'])} fixed, {len(changes['still'])} not found again but "
+              "still diverging", file=log, flush=True)
+    if report is not None:
+        write_report(progress.report(changes), report)
+        print(f"report written: {report}", file=log, flush=True)
+    path = out / "history.jsonl"
+    line = json.dumps(progress.history_line()) + "\n"
+    earlier = path.read_text() if path.is_file() else ""
+    if earlier and not earlier.endswith("\n"):
+        line = "\n" + line  # after a line cut short by a kill, on a line of its own
+    with open(path, "a") as history:
+        history.write(line)
+
+
+def _rechecked(changes: dict, progress: Progress, timeout: float) -> dict:
+    """Not finding a divergence again does not make it fixed: the smallest stored case of
+    each signature this run did not see is replayed. It is fixed if the implementation now
+    agrees; still diverging if not; and left unseen when there is no stored case to replay
+    (the store was emptied) or the implementation cannot be loaded here. SPEC.md, "History"."""
+    from gradient_conformance.conformance.commands.replay import replay
+    cases = {signature_folder(d): d for d in progress.stored.values() if d.case_name}
+    fixed, still, unseen = [], [], []
+    impl = None
+    try:
+        for folder, text in changes["unseen"].items():
+            d = cases.get(folder)
+            path = progress.out / "divergences" / folder / d.case_name if d else None
+            if path is None or not path.is_file():
+                unseen.append(text)
+                continue
+            impl = impl or load_implementation(progress.spec, timeout)
+            agrees, _ = replay(impl, str(path))
+            (fixed if agrees else still).append(text)
+    except (OSError, ValueError):
+        unseen = list(changes["unseen"].values())
+        fixed, still = [], []
+    finally:
+        if impl is not None:
+            impl.close()
+    return {"previous": changes["previous"], "new": sorted(changes["new"].values()),
+            "fixed": sorted(fixed), "still": sorted(still), "unseen": sorted(unseen)}
 
 
 def _refusal(progress: Progress, checks: list[str] | None) -> str:
@@ -311,12 +346,7 @@ def report_from_folders(folders: list[pathlib.Path]) -> Report:
     """A report of the divergences saved under `folders` (each a fuzz run's OUT or its
     divergences/): for collecting the runs of several machines, or rereading a run killed
     before it wrote its report. Cases per check are not on disk, so they are not shown."""
-    from gradient_conformance.reports.records import divergence_from_dict
-    found = []
-    for folder in folders:
-        root = folder / "divergences" if (folder / "divergences").is_dir() else folder
-        found += [divergence_from_dict(json.loads(p.read_text()))
-                  for p in sorted(root.glob("*/*.json"))]
+    found = [d for folder in folders for d in stored(folder)]
     shown = representatives(found)
     checks: dict[str, dict[str, int]] = {}
     for d in shown:
@@ -338,7 +368,7 @@ def add_parser(commands) -> None:
     parser = commands.add_parser("fuzz", help="run the generated checks continuously")
     parser.add_argument("--impl", required=True)
     parser.add_argument("--minutes", type=float, required=True)
-    parser.add_argument("--jobs", type=int, default=1, help="processes (default 1)")
+    parser.add_argument("--jobs", type=int, default=None, help="processes (default 1)")
     parser.add_argument("--out", default="fuzz-out", help="where divergences, the database and "
                       "the report go (default fuzz-out/)")
     parser.add_argument("--report", default=None, help="the HTML report (default OUT/report.html)")
@@ -351,20 +381,37 @@ def add_parser(commands) -> None:
     parser.add_argument("--rounds", type=int, default=None,
                       help="stop after this many batches of each check (default: --minutes)")
     parser.add_argument("--case-timeout", type=float, default=20.0)
+    parser.add_argument("--scheduler", default=None, metavar="tcp://HOST:PORT",
+                        help="run the cases as tasks on this Dask scheduler's workers (needs "
+                        "the [cluster] extra), instead of in --jobs processes here")
+    parser.add_argument("--task-seconds", type=float, default=60.0,
+                        help="with --scheduler: how long each task fuzzes (default 60)")
     parser.add_argument("paths", nargs="*", metavar="CHECK_FILE",
                         help="check files of your own to fuzz beside the installed ones")
 
 
 def run(args) -> int:
-    if args.jobs < 1 or args.minutes <= 0:
-        raise ValueError("--jobs must be at least 1 and --minutes more than 0")
+    if (args.jobs is not None and args.jobs < 1) or args.minutes <= 0 or args.task_seconds <= 0:
+        raise ValueError("--jobs must be at least 1, and --minutes and --task-seconds more "
+                         "than 0")
+    if args.scheduler is not None:
+        if args.jobs is not None or args.rounds is not None:
+            raise ValueError("with --scheduler the cluster's workers run the cases until "
+                             "--minutes are up: --jobs and --rounds do not apply")
+        try:
+            import distributed  # noqa: F401
+        except ImportError:
+            raise ValueError("--scheduler needs Dask's distributed package: pip install "
+                             "'gradient-conformance[cluster]'") from None
     # A usage error now, rather than in every worker.
     load_implementation(args.impl, args.case_timeout).close()
     out = pathlib.Path(args.out)
     report = pathlib.Path(args.report) if args.report else out / "report.html"
-    progress = fuzz(args.impl, minutes=args.minutes, jobs=args.jobs, out=out, report=report,
-                    database=args.database, checks=args.checks, batch=args.batch,
-                    rounds=args.rounds, timeout=args.case_timeout, paths=tuple(args.paths))
+    progress = fuzz(args.impl, minutes=args.minutes, jobs=args.jobs or 1, out=out,
+                    report=report, database=args.database, checks=args.checks,
+                    batch=args.batch, rounds=args.rounds, timeout=args.case_timeout,
+                    paths=tuple(args.paths), scheduler=args.scheduler,
+                    task_seconds=args.task_seconds)
     return 1 if progress.best else 0
 
 

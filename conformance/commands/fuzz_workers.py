@@ -1,0 +1,271 @@
+"""Where a fuzz run's cases run: the suite's own pytest session, its test loop replaced by a
+`FuzzLoop`, in K processes on this machine (`in_processes`) or as tasks on a Dask cluster
+(`on_cluster`). SPEC.md, "Fuzzing" and "Fuzzing on a cluster".
+
+Both hand every message of their sessions to `take` as it comes back, and call `tick` about
+once a second, so the driver (commands/fuzz.py) keeps the store, the progress line and the
+report the same way whichever runs the cases. A message is a tuple: who sent it (a process's
+or a task's number), its kind ("checks", "hello", "record", "done", "failed"), its body.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import multiprocessing
+import os
+import queue as queues
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from gradient_conformance.conformance import plugin
+
+# What a task may take beyond its seconds before it is stopped: starting the interpreter,
+# the suite and the implementation, and the last batch under way.
+TASK_GRACE = 120.0
+# The task's process: the suite's session, told what to do by one JSON line on stdin.
+_TASK_MAIN = "from gradient_conformance.conformance.commands.fuzz_workers import task_main; " \
+    "task_main()"
+
+
+def open_database(spec: str | None):
+    """A Hypothesis example database from `--database`: none, redis://..., or a folder."""
+    from hypothesis.database import DirectoryBasedExampleDatabase
+    if spec is None or spec == "none":
+        return None
+    if spec.startswith("redis://"):
+        try:
+            import redis
+        except ImportError:
+            raise ValueError("--database redis://... needs the redis package: pip install "
+                             "'gradient-conformance[redis]'") from None
+        from hypothesis.extra.redis import RedisExampleDatabase
+        return RedisExampleDatabase(redis.Redis.from_url(spec))
+    return DirectoryBasedExampleDatabase(spec)
+
+
+class FuzzLoop:
+    """A pytest plugin that runs the suite's session as a fuzzer: it keeps the generated
+    checks (those Hypothesis drives) and, in place of pytest's test loop, runs them in turn,
+    a batch of examples each, until `deadline` (or for `rounds` batches each), sending each
+    check's record through `send`. It also stops when the process that started it is gone
+    (`parent`), so a task whose Dask worker was killed does not run on unseen."""
+
+    def __init__(self, send, *, deadline: float, batch: int, rounds: int | None,
+                 database: str | None, checks: list[str] | None, parent: int | None = None):
+        self.send, self.deadline, self.batch, self.rounds = send, deadline, batch, rounds
+        self.database, self.checks, self.parent = database, checks, parent
+
+    def _going(self) -> bool:
+        return time.time() < self.deadline and self.parent in (None, os.getppid())
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, session, config, items):
+        generated = [i for i in items if plugin.is_check(i) and
+                     hasattr(getattr(i, "obj", None), "hypothesis")]
+        names = sorted({plugin.check_name(i) for i in generated})
+        self.send("checks", names)
+        items[:] = [i for i in generated if not self.checks or plugin.check_name(i) in
+                    self.checks]
+
+    def pytest_sessionstart(self, session):
+        run = session.config.stash[plugin.RUN_KEY]
+        run.cases_dir = None  # the driver keeps the store
+        impl = run.impl
+        self.send("hello", {"name": impl.name, "version": impl.version, "spec": impl.spec,
+                            "capabilities": impl.capabilities})
+
+    def pytest_runtestloop(self, session):
+        from _pytest.runner import runtestprotocol
+        from hypothesis import HealthCheck, Phase, Verbosity, given, settings
+        from hypothesis import strategies as st
+
+        # Quiet: the falsifying examples are in the records, not on the terminal.
+        base = dict(max_examples=self.batch, deadline=None, derandomize=False,
+                    database=open_database(self.database), verbosity=Verbosity.quiet,
+                    print_blob=False, suppress_health_check=list(HealthCheck))
+        # Hypothesis binds settings when it wraps a test, so each check is wrapped afresh
+        # from its inner test (the same database key as under pytest): once with the
+        # database's replay, for the first batch, and once generating only, for the rest.
+        batches = {}
+        for item in session.items:
+            inner = item.obj.hypothesis.inner_test
+            batches[item] = [
+                settings(**base)(given(data=st.data())(inner)),
+                settings(phases=[Phase.generate, Phase.target, Phase.shrink], **base)(
+                    given(data=st.data())(inner))]
+        rounds = self.rounds
+        while batches and self._going() and rounds != 0:
+            rounds = None if rounds is None else rounds - 1
+            for item in list(batches):
+                if not self._going():
+                    break
+                item.obj = batches[item][0]
+                batches[item][:] = batches[item][-1:]
+                for report in runtestprotocol(item, log=False, nextitem=None):
+                    for name, value in report.user_properties:
+                        if name == plugin.PROPERTY:
+                            record = json.loads(value)
+                            self.send("record", record)
+                            if record["outcome"] == "skipped":
+                                batches.pop(item, None)
+        return True
+
+
+def session(arguments: list[str], loop: dict, send) -> int:
+    """One fuzzing session, the suite's pytest session with a FuzzLoop; its exit status.
+    pytest's own terminal lines go nowhere: the driver shows progress."""
+    with open(os.devnull, "w") as quiet:
+        os.dup2(quiet.fileno(), 1)
+    return int(pytest.main(arguments, plugins=[FuzzLoop(send, **loop)]))
+
+
+# --- on this machine ---------------------------------------------------------------------
+
+
+def _process(worker: int, arguments: list[str], loop: dict, messages) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the driver decides when to stop
+    code = 3
+    try:
+        code = session(arguments, loop, lambda *message: messages.put((worker, *message)))
+    finally:
+        messages.put((worker, "done", code))
+
+
+def in_processes(jobs: int, arguments: list[str], loop: dict, take, tick) -> None:
+    """Run the sessions in `jobs` processes of this machine until each is done."""
+    context = multiprocessing.get_context("spawn")
+    messages = context.Queue()
+    workers = [context.Process(target=_process, daemon=True,
+                               args=(k, arguments, {**loop, "parent": os.getpid()}, messages))
+               for k in range(jobs)]
+    done = 0
+    try:
+        for w in workers:
+            w.start()
+        while done < jobs:
+            try:
+                message = messages.get(timeout=1.0)
+            except queues.Empty:
+                if not any(w.is_alive() for w in workers):
+                    break
+            else:
+                done += message[1] == "done"
+                take(message)
+            tick()
+    finally:
+        for w in workers:
+            if w.is_alive():
+                w.terminate()
+        with contextlib.suppress(Exception):
+            while True:
+                take(messages.get_nowait())
+
+
+# --- on a Dask cluster -------------------------------------------------------------------
+
+
+def run_task(number: int, arguments: list[str], loop: dict, seconds: float, cwd: str) -> list:
+    """One task of a cluster run, on a Dask worker: a session for `seconds`, in a process of
+    its own (a crash of the implementation, or of pytest, is the task's alone), in the
+    driver's folder where this machine has it. Its messages, as the session sent them; a
+    session that could not start adds its stderr as a "failed" message."""
+    task = {"arguments": arguments, "loop": {**loop, "deadline": time.time() + seconds}}
+    try:
+        done = subprocess.run([sys.executable, "-c", _TASK_MAIN], input=json.dumps(task),
+                              capture_output=True, text=True, timeout=seconds + TASK_GRACE,
+                              cwd=cwd if os.path.isdir(cwd) else None)
+        out, err, code = done.stdout, done.stderr, done.returncode
+    except subprocess.TimeoutExpired as late:
+        out, err, code = _text(late.stdout), _text(late.stderr), None
+    messages = []
+    for line in out.splitlines():
+        with contextlib.suppress(ValueError):  # a line cut short by a kill
+            messages.append((number, *json.loads(line)))
+    if code is None:
+        messages.append((number, "failed", f"the task ran past its {seconds:.0f} s and "
+                         f"{TASK_GRACE:.0f} s more, and was stopped"))
+    elif not any(m[1] == "done" for m in messages) or code not in (0, 1, 5):
+        messages.append((number, "failed", f"exit {code}: {err.strip()[-2000:]}"))
+    return messages
+
+
+def _text(data) -> str:
+    return data.decode(errors="replace") if isinstance(data, bytes) else data or ""
+
+
+def task_main() -> None:
+    """The task's process: the session, its messages one JSON line each on stdout (pytest's
+    own output goes nowhere), the last one "done" with the exit status."""
+    task = json.loads(sys.stdin.readline())
+    out = os.fdopen(os.dup(1), "w")
+
+    def send(*message):
+        out.write(json.dumps(message) + "\n")
+        out.flush()
+
+    code = 3
+    try:
+        code = session(task["arguments"], {**task["loop"], "parent": os.getppid()}, send)
+    finally:
+        send("done", code)
+
+
+def connect(scheduler: str):
+    """A Dask client of the scheduler at `scheduler`, once a worker has joined it; ValueError
+    if it cannot be reached, or no worker joins, in a minute."""
+    from distributed import Client
+    try:
+        client = Client(scheduler, timeout=20)
+    except OSError as problem:
+        raise ValueError(f"cannot reach the Dask scheduler at {scheduler}: {problem}") from None
+    try:
+        client.wait_for_workers(1, timeout=60)
+    except TimeoutError:
+        client.close()
+        raise ValueError(f"no Dask worker joined the scheduler at {scheduler} in 60 s") \
+            from None
+    return client
+
+
+def on_cluster(client, arguments: list[str], loop: dict, take, tick, *, task_seconds: float,
+               log) -> None:
+    """Run the sessions as tasks of at most `task_seconds` on the Dask cluster of `client`
+    (`connect`), as many at once as its workers have threads, until the run's deadline; each
+    task's messages go to `take` when it ends. A worker lost mid-task loses only that task's
+    messages: Dask runs the task again elsewhere. Closes the client."""
+    deadline = loop["deadline"]
+    pending: dict = {}
+    number = 0
+    try:
+        while time.time() < deadline + task_seconds + TASK_GRACE:
+            threads = sum(w["nthreads"] for w in client.scheduler_info()["workers"].values())
+            left = deadline - time.time()
+            while len(pending) < max(threads, 1) and left > 1.0:
+                future = client.submit(run_task, number, arguments, loop,
+                                       min(task_seconds, left), os.getcwd(), pure=False,
+                                       key=f"gradient-conformance-fuzz-{os.getpid()}-{number}")
+                pending[future] = number
+                number += 1
+            if not pending:
+                break
+            for future in [f for f in pending if f.done()]:
+                task = pending.pop(future)
+                if future.status == "finished":
+                    for message in future.result():
+                        take(message)
+                else:
+                    print(f"task {task} lost: {future.exception()!r}", file=log, flush=True)
+            tick()
+            time.sleep(0.5)
+        else:
+            print(f"{len(pending)} tasks still running long after the run's end: left",
+                  file=log, flush=True)
+    finally:
+        for future in pending:
+            future.cancel()
+        client.close()
