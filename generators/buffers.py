@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -38,17 +39,20 @@ SMOOTH_F32 = st.one_of(
 SMOOTH_I32 = st.integers(-8, 8)
 
 
-def _elements(dtype: str, mode: str):
-    if dtype == "bool":
-        return st.booleans()
-    if dtype == "i32":
-        if mode == "smooth":
-            return SMOOTH_I32
-        return st.one_of(st.sampled_from(SPECIAL_I32), st.integers(exact.I32_MIN, exact.I32_MAX))
-    if mode == "smooth":
-        return SMOOTH_F32
-    return st.one_of(st.sampled_from(SPECIAL_F32).map(exact.decode),
-                     st.floats(width=32, allow_nan=True, allow_infinity=True))
+ANY_F32 = st.one_of(st.sampled_from(SPECIAL_F32).map(exact.decode),
+                    st.floats(width=32, allow_nan=True, allow_infinity=True))
+ANY_I32 = st.one_of(st.sampled_from(SPECIAL_I32), st.integers(exact.I32_MIN, exact.I32_MAX))
+ELEMENTS = {("f32", "anything"): ANY_F32, ("f32", "smooth"): SMOOTH_F32,
+            ("i32", "anything"): ANY_I32, ("i32", "smooth"): SMOOTH_I32,
+            ("bool", "anything"): st.booleans(), ("bool", "smooth"): st.booleans()}
+
+
+@functools.cache
+def _contents(dtype: str, mode: str, size: int) -> st.SearchStrategy[tuple]:
+    """A slot's elements, as a strategy made once per kind and size (Hypothesis validates
+    each strategy object it is given anew; these are values, so sharing them shares no
+    state between examples)."""
+    return st.tuples(*[ELEMENTS[dtype, mode]] * size)
 
 
 def output_only_slots(source: str) -> set[int]:
@@ -139,7 +143,7 @@ def filled(draw, statements: tuple, *, mode: str = "anything", min_kink_distance
             values = [_dealt(f32_values, dealt + k) for k in range(size)]
             dealt += size
         else:
-            values = draw(st.tuples(*[_elements(dtype, mode)] * size))
+            values = draw(_contents(dtype, mode, size))
         arrays[slot] = np.array(values, dtype=NUMPY[dtype]).reshape(shape)
     if mode != "smooth":
         return arrays, None

@@ -5,6 +5,7 @@ SPEC.md, "Benchmarks"."""
 
 from __future__ import annotations
 
+import statistics
 import time
 
 from hypothesis import HealthCheck, Phase, given, settings
@@ -40,13 +41,25 @@ def draw_rate(strategy, examples: int) -> float:
     return len(drawn) / (time.perf_counter() - start)
 
 
-def draw_rates(examples: int = 200) -> dict[str, float]:
-    """name -> cases per second, for every strategy of STRATEGIES."""
-    return {name: draw_rate(make(), examples) for name, make in STRATEGIES.items()}
+def beside_trivial(strategy, examples: int = 200, rounds: int = 3) -> tuple[float, float]:
+    """(cases per second drawn from `strategy`, that rate over the trivial strategy's). Each
+    round measures the trivial strategy and then this one, and the medians over `rounds` are
+    kept: a shared machine's speed drifts over a run, and a ratio of two measures taken
+    together does not (nor does Hypothesis's warm-up, paid by every round's trivial alike)."""
+    pairs = []
+    for _ in range(rounds):
+        base = draw_rate(st.integers(), examples)
+        rate = draw_rate(strategy, examples)
+        pairs.append((rate, rate / base))
+    return statistics.median(r for r, _ in pairs), statistics.median(q for _, q in pairs)
 
 
-def rates_table(rates: dict[str, float]) -> str:
+def draw_rates(examples: int = 200, rounds: int = 3) -> dict[str, tuple[float, float]]:
+    """name -> beside_trivial, for every strategy of STRATEGIES."""
+    return {name: beside_trivial(make(), examples, rounds) for name, make in STRATEGIES.items()}
+
+
+def rates_table(rates: dict[str, tuple[float, float]]) -> str:
     """The rates, each beside its share of the trivial strategy's."""
-    trivial = next(iter(rates.values()))
-    return "\n".join(f"{name:<30} {rate:>9.1f}/s  {rate / trivial:>6.1%} of trivial"
-                     for name, rate in rates.items())
+    return "\n".join(f"{name:<30} {rate:>9.1f}/s  {share:>6.1%} of trivial"
+                      for name, (rate, share) in rates.items())

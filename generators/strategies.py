@@ -45,7 +45,7 @@ def _f32_binary(w: Writer, base) -> None:
     ops = _allowed(w, ("mul", "add", "max"))  # mul first: its shares carry values
     if not ops:
         return
-    op = w.draw(st.sampled_from(ops))
+    op = w.choose(ops)
     shape = w.choose_shape("f32", base)
     a = w.pick("f32", shape, literal_ok=shape == (), recent=True)
     b = w.pick("f32", shape, where=w.apart(a) if op == "max" else lambda v: True)
@@ -57,7 +57,7 @@ def _f32_unary(w: Writer, base) -> None:
     if not ops:
         return
     shape = w.choose_shape("f32", base)
-    w.value(w.draw(st.sampled_from(ops)),
+    w.value(w.choose(ops),
             [w.pick("f32", shape, literal_ok=shape == (), recent=True)], "f32", shape)
 
 
@@ -67,7 +67,7 @@ def _binary_step(dtype: str, menu: tuple[str, ...], result: str | None = None):
         ops = _allowed(w, menu)
         if not ops or dtype not in w.dtypes or (result or dtype) not in w.dtypes:
             return
-        op = w.draw(st.sampled_from(ops))
+        op = w.choose(ops)
         shape = w.choose_shape(dtype, base)
         a = w.pick(dtype, shape, literal_ok=shape == ())
         w.value(op, [a, w.pick(dtype, shape)], result or dtype, shape)
@@ -85,7 +85,7 @@ def _compare(w: Writer, base) -> Val | None:
     ops = _allowed(w, ("cmplt", "cmpne"))
     if not ops:
         return None
-    op = w.draw(st.sampled_from(ops))
+    op = w.choose(ops)
     dtype = w.dtype("f32", "i32")
     if dtype is None or "bool" not in w.dtypes:
         return None
@@ -100,7 +100,7 @@ def _where(w: Writer, base) -> None:
     dtype = w.dtype("f32", "i32", "bool")
     shape = w.choose_shape(dtype, base)
     conditions = [v for v in w.pool if v.dtype == "bool" and v.shape == shape]
-    c = w.draw(st.sampled_from(conditions)) if conditions else None
+    c = w.choose(conditions) if conditions else None
     if c is None:
         c = _compare_of_shape(w, shape)
         if c is None:
@@ -130,7 +130,7 @@ def _cast(w: Writer, base) -> None:
 def _bitcast(w: Writer, base) -> None:
     if "bitcast" in w.exclude or "i32" not in w.dtypes:
         return
-    source, target = w.draw(st.sampled_from((("f32", "i32"), ("i32", "f32"), ("f32", "f32"))))
+    source, target = w.choose((("f32", "i32"), ("i32", "f32"), ("f32", "f32")))
     shape = w.choose_shape(source, base)
     # The payload of a NaN that arithmetic made is unspecified (SPEC.md, "NaN"), so only a
     # loaded value, whose bits nothing but data movement touched, is bitcast to i32.
@@ -151,13 +151,13 @@ def _reduce(w: Writer, base) -> None:
     dtype = _usable(w, "reduce", "f32", "i32")
     if dtype is None:
         return
-    op = w.draw(st.sampled_from(("add", "max", "mul")))
+    op = w.choose(("add", "max", "mul"))
     shape = w.choose_shape(dtype, base)
     a = w.pick(dtype, shape, literal_ok=shape == (), recent=True)
     op = w.untied(op, a)
     axes = None
-    if shape and w.draw(st.booleans()):
-        axes = tuple(k for k in range(len(shape)) if w.draw(st.booleans()))
+    if shape and w.flip():
+        axes = tuple(k for k in range(len(shape)) if w.flip())
     if axes is None:
         out, attrs = (), f"op={op}"
     else:
@@ -174,7 +174,7 @@ def _expand(w: Writer, base) -> None:
     sources = [v for v in w.pool if v.dtype == dtype and (
         v.shape == () or (len(v.shape) == len(base) and all(
             d in (1, b) for d, b in zip(v.shape, base, strict=True))))]
-    a = w.draw(st.sampled_from(sources)) if sources else w.literal(dtype)
+    a = w.choose(sources) if sources else w.literal(dtype)
     w.value("expand", [a], dtype, base, attrs=f"shape={shape_text(base)}")
 
 
@@ -185,7 +185,7 @@ def _reshape(w: Writer, base) -> None:
     shape = w.choose_shape(dtype, base)
     size = int(np.prod(shape))
     targets = [s for s in {(size,), base, (1, size)} if int(np.prod(s)) == size]
-    target = w.draw(st.sampled_from(sorted(targets)))
+    target = w.choose(sorted(targets))
     a = w.pick(dtype, shape, literal_ok=False, recent=True)
     w.value("reshape", [a], dtype, target, attrs=f"shape={shape_text(target)}")
 
@@ -208,7 +208,7 @@ def _load_element(w: Writer, base) -> None:
     shape = base or (1,)
     if (dtype, shape) not in w.inputs:
         w.input(dtype, shape)
-    index = w.draw(st.integers(0, int(np.prod(shape)) - 1))
+    index = w.integer(0, int(np.prod(shape)) - 1)
     text = f"load {w.inputs[(dtype, shape)]} {index}"
     if (w.scope, text) in w.written:
         return
@@ -244,19 +244,19 @@ def _call(w: Writer, base) -> None:
     ops = _allowed(w, ("add", "mul", "max"))
     if not ops:
         return
-    if not w.functions or w.draw(st.booleans()):
+    if not w.functions or w.flip():
         name = f"@f{len(w.functions)}"
         body = [f"def {name} %p %q"]
         last = "%p"
-        for k in range(w.draw(st.integers(1, 2))):
-            op = w.draw(st.sampled_from(ops))
-            other = w.draw(st.sampled_from(("%p", "%q", last)))
+        for k in range(w.integer(1, 2)):
+            op = w.choose(ops)
+            other = w.choose(("%p", "%q", last))
             body.append(f"  %r{k} = {op} {last} {other}")
             last = f"%r{k}"
         body += [f"  return {last}", f"end {name}"]
         w.defs += body
         w.functions.append(name)
-    function = w.draw(st.sampled_from(w.functions))
+    function = w.choose(w.functions)
     dtype = w.dtype("f32", "i32")
     if dtype is None:
         return
@@ -282,25 +282,25 @@ def _gradient(w: Writer, base, *, reached_only: bool = False) -> None:
           and not v.text.startswith("%g") and (v.shape == () or "reduce" not in w.exclude)]
     if not ys:
         return
-    y = w.loss(ys[-1 - w.draw(st.integers(0, min(len(ys), 4) - 1))],
-               w.draw(st.sampled_from(("add", "max"))))
-    if w.draw(st.booleans()) and "add" not in w.exclude:
+    y = w.loss(ys[-1 - w.integer(0, min(len(ys), 4) - 1)],
+               w.choose(("add", "max")))
+    if w.flip() and "add" not in w.exclude:
         # The loss also adds the values nothing reads yet, so that an op written on a branch
         # of its own (a recip, a sqrt) lies on the gradient's path and not only in a store.
         for v in [v for v in w.sinks() if v in ys][-3:]:
-            y = w.value("add", [y, w.loss(v, w.draw(st.sampled_from(("add", "max"))))],
+            y = w.value("add", [y, w.loss(v, w.choose(("add", "max")))],
                         "f32", ())
-    if w.draw(st.booleans()) and "mul" not in w.exclude:
+    if w.flip() and "mul" not in w.exclude:
         # A weighted loss, so that no node's gradient is 1.0 (or a power of two) from the
         # seed: a rule's share then rounds, and forms of it that are equal over the reals
         # (recip's ((g * -1.0) * u) * u) give other bits.
-        weight = w.draw(st.sampled_from(LOSS_WEIGHTS))
+        weight = w.choose(LOSS_WEIGHTS)
         y = w.value("mul", [y, Val(weight, "f32", (), literal=True)], "f32", ())
     xs = w.valid_xs(y, include_unreached=not reached_only)
     xs = [v for v in xs if v.text != y.text] or xs
     if not xs:
         return
-    w.gradient(y, w.draw(st.sampled_from(xs)))
+    w.gradient(y, w.choose(xs))
 
 
 # Ops whose node a statement can restate from its operands and attributes alone (a load's
@@ -334,7 +334,7 @@ def _restated_gradient(w: Writer) -> None:
                and n.id not in named]
     if not targets:
         return
-    target = targets[w.draw(st.integers(0, min(len(targets), 4) - 1))]
+    target = targets[w.integer(0, min(len(targets), 4) - 1)]
     pool = {v.text: v for v in w.pool}
     vals: dict[int, Val] = {}
 
@@ -390,7 +390,7 @@ def _reuse(w: Writer, base) -> None:
     f32 = [v for v in w.pool if v.dtype == "f32" and v.shape == base and not v.literal]
     if not f32:
         return
-    w.value(w.draw(st.sampled_from(ops)), [f32[-1], f32[0]], "f32", base)
+    w.value(w.choose(ops), [f32[-1], f32[0]], "f32", base)
 
 
 def _smooth_unary_step(menu):
@@ -407,7 +407,7 @@ def _smooth_unary(w: Writer, base, menu) -> None:
     ops = _allowed(w, menu)
     if not ops:
         return
-    op = w.draw(st.sampled_from(ops))
+    op = w.choose(ops)
     shape = w.choose_shape("f32", base)
     if op in ("recip", "log2", "sqrt"):
         a = w.pick("f32", shape, literal_ok=False, recent=True, where=lambda v: v.positive)
@@ -448,12 +448,12 @@ def _higher_order(w: Writer, base) -> None:
           and not v.literal and not v.maybe_literal]
     if not xs:
         return
-    x = w.draw(st.sampled_from(xs))
+    x = w.choose(xs)
     ys = [v for v in w.pool if v.dtype == "f32" and v.shape == () and not v.ranged
           and v.reach.get(x.text) is False and not v.dirty]
     if not ys:
         return
-    g = w.gradient(w.draw(st.sampled_from(ys)), x)
+    g = w.gradient(w.choose(ys), x)
     w.gradient(g, x)
 
 
@@ -462,7 +462,7 @@ def _loop(w: Writer, base) -> None:
     valid gradient inside (of values the loop does not touch), sometimes nested."""
     if "range" in w.exclude or w.depth >= 2:
         return
-    count = w.draw(st.integers(1, 3))
+    count = w.integer(1, 3)
     data = w.buffer("f32", (count,), "in")
     out = w.buffer("f32", (count,), "out")
     counter = w.fresh("i")
@@ -474,12 +474,12 @@ def _loop(w: Writer, base) -> None:
     e = w.fresh("e")
     w.line(f"{e} = load {data} {counter}")
     w.pool.append(Val(e, "f32", (), {e: False}, ranged=True, is_load=True))
-    for _ in range(w.draw(st.integers(0, 2))):
-        _BODY_STEPS[w.draw(st.integers(0, len(_BODY_STEPS) - 1))](w, ())
-    if w.draw(st.booleans()):
+    for _ in range(w.integer(0, 2)):
+        _BODY_STEPS[w.integer(0, len(_BODY_STEPS) - 1)](w, ())
+    if w.flip():
         _gradient(w, ())
-    value = w.draw(st.sampled_from([v for v in w.pool[saved:] if v.dtype == "f32"
-                                    and v.shape == ()]))
+    value = w.choose([v for v in w.pool[saved:] if v.dtype == "f32"
+                                    and v.shape == ()])
     w.line(f"store {out} {value.text} {counter}")
     w.leave(outer, saved)
     w.line(f"end {counter}")
@@ -771,15 +771,15 @@ def arrival_order(source: str) -> list[int]:
 
 
 def _noise(w: Writer, base, *, max_steps: int = 3) -> None:
-    for _ in range(w.draw(st.integers(0, max_steps))):
+    for _ in range(w.integer(0, max_steps)):
         noise = DIFFERENTIABLE_STEPS[:-1]
-        noise[w.draw(st.integers(0, len(noise) - 1))](w, base)
+        noise[w.integer(0, len(noise) - 1)](w, base)
 
 
 def _deep(w: Writer, v: Val) -> Val:
     """Bury a value under a few more ops, so the offending node is deep in the graph."""
-    for _ in range(w.draw(st.integers(0, 2))):
-        op = w.draw(st.sampled_from(("sin", "add", "mul")))
+    for _ in range(w.integer(0, 2)):
+        op = w.choose(("sin", "add", "mul"))
         if op == "sin":
             v = w.value("sin", [v], "f32", v.shape)
         else:
@@ -788,7 +788,7 @@ def _deep(w: Writer, v: Val) -> Val:
 
 
 def _loss_not_scalar(w, base, x):
-    kind = w.draw(st.sampled_from(("shape [1]", "unreduced", "i32", "bool", "buffer")))
+    kind = w.choose(("shape [1]", "unreduced", "i32", "bool", "buffer"))
     if kind == "shape [1]":
         r = w.value("reduce", [x], "f32", (), attrs="op=add")
         y = w.value("reshape", [r], "f32", (1,), attrs="shape=[1]")
@@ -805,7 +805,7 @@ def _loss_not_scalar(w, base, x):
 
 
 def _x_not_f32(w, base, x):
-    kind = w.draw(st.sampled_from(("i32", "bool", "buffer")))
+    kind = w.choose(("i32", "bool", "buffer"))
     loss = w.loss(x)
     if kind == "i32":
         k = w.value("cast", [x], "i32", x.shape, attrs="dtype=i32")
@@ -819,7 +819,7 @@ def _x_not_f32(w, base, x):
 
 
 def _x_literal(w, base, x):
-    text = w.draw(st.sampled_from(("2.0", "0.5", "-1.0")))
+    text = w.choose(("2.0", "0.5", "-1.0"))
     lit = Val(text, "f32", (), literal=True)
     shared = w.value("mul", [x, lit], "f32", x.shape)
     y = w.loss(w.value("mul", [shared, lit], "f32", x.shape))
@@ -827,8 +827,8 @@ def _x_literal(w, base, x):
 
 
 def _open_range(w, base, x):
-    kind = w.draw(st.sampled_from(("counter", "body load in y", "body load as x", "outer")))
-    count = w.draw(st.integers(1, 3))
+    kind = w.choose(("counter", "body load in y", "body load as x", "outer"))
+    count = w.integer(1, 3)
     data = w.buffer("f32", (count,), "in")
     loss = w.loss(x)
     i = w.fresh("i")
@@ -861,8 +861,8 @@ def _open_range(w, base, x):
 
 
 def _no_rule(w, base, x):
-    kind = w.draw(st.sampled_from(("reduce op=mul", "call", "store and load", "element store",
-                                   "store in a loop")))
+    kind = w.choose(("reduce op=mul", "call", "store and load", "element store",
+                                   "store in a loop"))
     if kind == "reduce op=mul":
         blocked = w.value("reduce", [x], "f32", (), attrs="op=mul", no_rule=True)
     elif kind == "call":
@@ -905,7 +905,7 @@ def _no_rule(w, base, x):
 
 
 def _in_function(w, base, x):
-    called = w.draw(st.booleans())
+    called = w.flip()
     w.defs += ["def @grad %p", "  %q = mul %p %p", "  %r = gradient %q %p", "  return %r",
                "end @grad"]
     if called:
@@ -946,7 +946,7 @@ def invalid_gradients(draw, *, rules=errors.RULES, max_noise: int = 3) -> Case:
 
 
 def _reduce_mul_off_path(w, base, x, other):
-    kind = w.draw(st.sampled_from(("data x does not reach", "behind detach", "behind i32")))
+    kind = w.choose(("data x does not reach", "behind detach", "behind i32"))
     if kind == "behind detach":
         source = w.value("detach", [x], "f32", x.shape, carry=[])
     elif kind == "behind i32":
@@ -960,7 +960,7 @@ def _reduce_mul_off_path(w, base, x, other):
 
 
 def _call_off_path(w, base, x, other):
-    kind = w.draw(st.sampled_from(("data x does not reach", "behind detach", "behind i32")))
+    kind = w.choose(("data x does not reach", "behind detach", "behind i32"))
     if kind == "behind i32":
         w.defs += ["def @sq %p", "  %q = cast %p dtype=f32", "  %r = mul %q %q", "  return %r",
                    "end @sq"]
@@ -976,8 +976,8 @@ def _call_off_path(w, base, x, other):
 
 
 def _memory_off_path(w, base, x, other):
-    kind = w.draw(st.sampled_from(("stored data x does not reach", "overwritten store",
-                                   "load before the store")))
+    kind = w.choose(("stored data x does not reach", "overwritten store",
+                                   "load before the store"))
     scratch = w.buffer("f32", x.shape, "mem")
     loaded = w.fresh("m")
     if kind == "stored data x does not reach":
@@ -1001,7 +1001,7 @@ def _independent(w, base, x, other):
 
 def _gradient_in_loop(w, base, x, other):
     y = w.loss(w.value("mul", [x, x], "f32", x.shape))
-    count = w.draw(st.integers(1, 3))
+    count = w.integer(1, 3)
     out = w.buffer("f32", (count,), "out")
     i = w.fresh("i")
     w.line(f"{i} = range {count}")

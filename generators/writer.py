@@ -10,6 +10,7 @@ the earliest values and the first literals.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,6 +23,14 @@ from gradient_conformance.reference.syntax import Statement, parse
 F32_LITERALS = ("2.0", "0.5", "-1.0", "1.0", "3.0", "0.0", "-0.0", "1e-3", "-2.5")
 I32_LITERALS = ("1", "2", "0", "-1", "7", "31")
 SHAPES = ((), (3,), (2, 3), (2, 1, 2))
+
+
+@functools.cache
+def _integers(low: int, high: int) -> st.SearchStrategy[int]:
+    """st.integers(low, high), made once: a strategy made anew for each choice is validated
+    anew by Hypothesis, which cost a third of a program's draw. Strategies are values, so
+    keeping them shares no state between examples."""
+    return st.integers(low, high)
 
 
 def shape_text(shape: tuple[int, ...]) -> str:
@@ -79,6 +88,18 @@ class Writer:
         self.scope = 0
         self._scopes = itertools.count(1)
         self.used: set[str] = set()  # values some later statement reads
+
+    # --- choices ----------------------------------------------------------------------------
+    # Each one choice of Hypothesis's, shrinking towards the first option (or `low`, False).
+
+    def integer(self, low: int, high: int) -> int:
+        return self.draw(_integers(low, high))
+
+    def choose(self, options):
+        return options[self.draw(_integers(0, len(options) - 1))]
+
+    def flip(self) -> bool:
+        return self.draw(_integers(0, 1)) == 1
 
     # --- text -------------------------------------------------------------------------------
 
@@ -151,7 +172,7 @@ class Writer:
 
     def literal(self, dtype: str) -> Val:
         menu = {"f32": F32_LITERALS, "i32": I32_LITERALS, "bool": ("true", "false")}[dtype]
-        return Val(self.draw(st.sampled_from(menu)), dtype, (), literal=True)
+        return Val(self.choose(menu), dtype, (), literal=True)
 
     def input(self, dtype: str, shape: tuple[int, ...]) -> Val:
         """The load of a new input buffer of this dtype and shape (a buffer of its own, so the
@@ -179,7 +200,7 @@ class Writer:
         if not found and not extra:
             return self.value("expand", [self.literal(dtype)], dtype, shape,
                               attrs=f"shape={shape_text(shape)}")
-        k = self.draw(st.integers(0, len(found) + len(extra) - 1))
+        k = self.integer(0, len(found) + len(extra) - 1)
         if k < len(found):
             return found[k]
         if extra[k - len(found)] == "literal":
@@ -204,11 +225,11 @@ class Writer:
     def dtype(self, *candidates: str) -> str | None:
         """One of the candidate dtypes that the program may use, or None if none may."""
         allowed = [d for d in candidates if d in self.dtypes]
-        return self.draw(st.sampled_from(allowed)) if allowed else None
+        return self.choose(allowed) if allowed else None
 
     def choose_shape(self, dtype: str, base: tuple[int, ...]) -> tuple[int, ...]:
         shapes = self.shapes_in_pool(dtype)
-        return self.draw(st.sampled_from(shapes)) if shapes else base
+        return self.choose(shapes) if shapes else base
 
     # --- statements without value ------------------------------------------------------------
 
