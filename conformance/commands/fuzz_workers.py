@@ -243,7 +243,8 @@ def on_cluster(client, arguments: list[str], loop: dict, take, tick, *, task_sec
     number = 0
     try:
         while time.time() < deadline + task_seconds + TASK_GRACE:
-            threads = sum(w["nthreads"] for w in client.scheduler_info()["workers"].values())
+            # nthreads() counts every worker; scheduler_info() lists only the first few.
+            threads = sum(client.nthreads().values())
             left = deadline - time.time()
             while len(pending) < max(threads, 1) and left > 1.0:
                 future = client.submit(run_task, number, arguments, loop,
