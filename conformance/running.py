@@ -42,14 +42,15 @@ class Reading:
     answers; anything else it raises is a bug of the suite's, and ends the check as an
     error rather than be blamed on the implementation."""
 
-    def __init__(self, source: str):
+    def __init__(self, source: str, statements=()):
         self.source = source
-        self.statements: list | None = None
+        self.statements: list | None = list(statements) or None  # parsed already, if given
         self.error: IRError | None = None
-        try:
-            self.statements = parse(source)
-        except IRError as problem:
-            self.error = problem
+        if self.statements is None:
+            try:
+                self.statements = parse(source)
+            except IRError as problem:
+                self.error = problem
         self._spec: Program | IRError | None = None
 
     @functools.cached_property
@@ -194,9 +195,10 @@ def exclusions(impl, *, transcendental: bool = False) -> frozenset[str]:
     return frozenset(set(impl.unsupported()) | (TRANSCENDENTAL if transcendental else set()))
 
 
-def run_both(impl, source: str, buffers) -> tuple[Reading, Outcome, Outcome]:
-    """The program read, the reference's outcome on it, and the implementation's."""
-    reading = Reading(source)
+def run_both(impl, source: str, buffers, statements=()) -> tuple[Reading, Outcome, Outcome]:
+    """The program read (from `statements`, when the case was drawn with them), the
+    reference's outcome on it, and the implementation's."""
+    reading = Reading(source, statements)
     want = reading.outcome(buffers)
     return reading, want, impl.run_case(source, buffers, reading.slots)
 
@@ -213,7 +215,7 @@ def verdict(tally: Tally, reading: Reading, buffers, want: Outcome, got: Outcome
 
 def check_case(impl, tally: Tally, case, *, ulps: int = 0) -> None:
     """A generated case on both; Diverged if they differ."""
-    reading, want, got = run_both(impl, case.source, case.buffers)
+    reading, want, got = run_both(impl, case.source, case.buffers, case.parsed)
     verdict(tally, reading, case.buffers, want, got, ulps=ulps, description=case.description)
 
 

@@ -16,7 +16,9 @@ class Case:
     smooth mode, how close the run comes to a kink (a max tie, a comparison flipping, a cast
     crossing an integer, a pole, exp2 overflow), measured over the reals; None otherwise.
     `features`: the ops and features the program uses (`higher_order` among them), so a suite
-    can leave out what an implementation does not support.
+    can leave out what an implementation does not support. `parsed`: the program's statements
+    as the writer parsed them (empty where it did not), so the check reads the program
+    without parsing it again.
     """
 
     source: str
@@ -25,6 +27,7 @@ class Case:
     description: str
     kink_distance: float | None = None
     features: frozenset[str] = field(default_factory=frozenset)
+    parsed: tuple = field(default=(), repr=False, compare=False)
 
     @property
     def statements(self) -> int:

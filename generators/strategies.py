@@ -576,7 +576,7 @@ def _case(draw, w: Writer, *, mode: str, kind: str, expect_error=None, how: str 
     buffers, distance = draw(filled(tuple(statements), mode=mode, f32_values=f32_values))
     features = features_of_statements(statements)
     return Case(source, buffers, expect_error, how or _describe(kind, statements, features),
-                distance, features)
+                distance, features, tuple(statements))
 
 
 @st.composite

@@ -87,7 +87,7 @@ def _gradients_of_inputs(program):
 def test_gradients_are_near_the_true_derivative(impl, tally, data):
     case = data.draw(differentiable_programs(exclude=running.exclusions(impl)))
     running.supported(impl, case, tally)
-    reading, want, got = running.run_both(impl, case.source, case.buffers)
+    reading, want, got = running.run_both(impl, case.source, case.buffers, case.parsed)
     if got.status != "ok":
         running.verdict(tally, reading, case.buffers, want, got, description=case.description)
     assume(want.status == "ok")
