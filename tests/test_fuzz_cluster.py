@@ -59,7 +59,7 @@ def _kill_mid_task(address: str, worker: subprocess.Popen, name: str) -> None:
 def test_a_worker_killed_mid_run_loses_nothing_but_its_task(tmp_path):
     out = tmp_path / "out"
     with local_cluster(tmp_path, 2) as (address, workers):
-        driver = _fuzz(address, out, minutes=1.0)
+        driver = _fuzz(address, out, minutes=1.5)  # time to spare on a loaded machine
         try:
             _kill_mid_task(address, workers[0], "w0")
             _, stderr = driver.communicate(timeout=400)
