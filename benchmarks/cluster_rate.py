@@ -82,6 +82,9 @@ def main(argv=None) -> int:
         rates[workers] = cases / seconds
         print(f"{workers} worker{'s' if workers > 1 else ''}: {cases} cases in {seconds:.1f} s, "
               f"{rates[workers]:.1f} cases/s", flush=True)
+    if not rates[1]:
+        print("two workers / one: no case ran on one worker; give it more --minutes")
+        return 1
     print(f"two workers / one: {rates[2] / rates[1]:.2f}x")
     return 0
 

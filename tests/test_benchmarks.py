@@ -8,6 +8,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from benchmarks.suite_speed import chain_figures
 from benchmarks.workloads.make import FILES, HERE
 from tests.conftest import ROOT
@@ -68,3 +70,15 @@ def test_the_protocol_cost_script_prints_a_time_per_case_for_each_transport():
     assert len(hangs) == 4, hangs
     assert all(": timeout after" in line and "next case ok" in line for line in hangs), hangs
     assert "(1.00x)" in lines[1] and all("ms per case" in line for line in lines[1:4])
+
+
+def test_the_cluster_script_prints_the_rate_of_one_worker_and_of_two():
+    pytest.importorskip("distributed", reason="the [cluster] extra (make test installs it)")
+    run = subprocess.run([sys.executable, "-m", "benchmarks.cluster_rate", "--minutes", "0.3",
+                          "--task-seconds", "10"], cwd=ROOT, capture_output=True, text=True,
+                         timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    lines = run.stdout.splitlines()
+    assert lines[0].startswith("1 worker: ") and "cases/s" in lines[0], run.stdout
+    assert lines[1].startswith("2 workers: ") and "cases/s" in lines[1], run.stdout
+    assert lines[2].startswith("two workers / one: "), run.stdout
