@@ -228,8 +228,9 @@ def fuzz(spec: str, *, minutes: float, jobs: int = 1, out: pathlib.Path,
     loop = dict(deadline=time.time() + 60 * minutes, batch=batch, rounds=rounds,
                 database=database, checks=checks)
     client = connect(scheduler) if scheduler is not None else None
-    progress = Progress(out, spec, f"tasks on the Dask cluster at {scheduler}" if scheduler
-                        else f"{jobs} process{'es' if jobs > 1 else ''}")
+    # Named the same however it was given, so that runs from elsewhere compare in the history.
+    progress = Progress(out, _absolute(spec), f"tasks on the Dask cluster at {scheduler}"
+                        if scheduler else f"{jobs} process{'es' if jobs > 1 else ''}")
     shown = time.monotonic()
 
     def take(message) -> None:
