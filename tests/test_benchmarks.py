@@ -82,3 +82,16 @@ def test_the_cluster_script_prints_the_rate_of_one_worker_and_of_two():
     assert lines[0].startswith("1 worker: ") and "cases/s" in lines[0], run.stdout
     assert lines[1].startswith("2 workers: ") and "cases/s" in lines[1], run.stdout
     assert lines[2].startswith("two workers / one: "), run.stdout
+
+
+def test_draw_rates_count_the_choices_a_case_takes():
+    """The share beside as many bare choices is measured with the strategy's own count."""
+    from hypothesis import strategies as st
+
+    from gradient_conformance.generators.rates import beside_trivial, choices_only, rates_table
+    three = beside_trivial(choices_only(3), examples=20, rounds=1)
+    assert three.choices == 3 and three.rate > 0 and three.of_trivial > 0
+    pair = beside_trivial(st.tuples(st.integers(), st.integers()), examples=20, rounds=1)
+    assert pair.choices == 2
+    table = rates_table({"three": three, "pair": pair}).splitlines()
+    assert table[0].split()[:2] == ["strategy", "cases/s"] and table[1].startswith("three")

@@ -61,9 +61,10 @@ def mutants(names: list[str], *, profile: str = "ci", jobs: int = 1,
     if killed:
         print(f"time to the first failure: median {statistics.median(killed):.1f} s, at most "
               f"{max(killed):.1f} s", file=out)
-    from gradient_conformance.generators.rates import draw_rates, rates_table
-    print("draw rates in this process, beside Hypothesis's own for a trivial strategy:\n"
-          + rates_table(draw_rates()), file=out)
+    if len(names) == len(CATALOGUE):  # the figures of a whole run (half a minute more)
+        from gradient_conformance.generators.rates import draw_rates, rates_table
+        print("draw rates in this process, beside Hypothesis's own for a trivial strategy "
+              "and for as many bare choices:\n" + rates_table(draw_rates()), file=out)
     return results
 
 
