@@ -78,6 +78,7 @@ bench: $(TEST)
 	$(PY) -m benchmarks.suite_speed
 	$(PY) -m benchmarks.suite_modes
 	$(PY) -m benchmarks.protocol_cost
+	$(PY) -m benchmarks.cluster_rate
 
 lint: $(TEST)
 	$(VENV)/bin/ruff check .
