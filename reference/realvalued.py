@@ -77,6 +77,11 @@ class Real:
     def near(self, distance) -> None:
         self.margin = min(self.margin, float(abs(distance)))
 
+    def compared(self, a, b) -> None:
+        """a and b meet at a max or a comparison: a kink at a == b, unless b is a itself."""
+        if a is not b:
+            self.near(a - b)
+
     # the f32 ops, as real functions
     def add(self, a, b):
         return a + b
@@ -85,8 +90,7 @@ class Real:
         return a * b
 
     def max(self, a, b):
-        if a is not b:
-            self.near(a - b)
+        self.compared(a, b)
         return a if a >= b else b
 
     def recip(self, a):
@@ -109,13 +113,11 @@ class Real:
         return self.mp.sin(a)
 
     def lt(self, a, b) -> bool:
-        if a is not b:
-            self.near(a - b)
+        self.compared(a, b)
         return bool(a < b)
 
     def ne(self, a, b) -> bool:
-        if a is not b:
-            self.near(a - b)
+        self.compared(a, b)
         return bool(a != b)
 
     def to_i32(self, a) -> int:
@@ -176,8 +178,7 @@ class Dual:
         return Pair(a.value * b.value, a.value * b.tangent + a.tangent * b.value)
 
     def max(self, a, b):
-        if a.value is not b.value:
-            self.real.near(a.value - b.value)
+        self.real.compared(a.value, b.value)
         return a if a.value >= b.value else b
 
     def recip(self, a):
