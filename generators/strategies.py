@@ -282,14 +282,12 @@ def _gradient(w: Writer, base, *, reached_only: bool = False) -> None:
           and not v.text.startswith("%g") and (v.shape == () or "reduce" not in w.exclude)]
     if not ys:
         return
-    y = w.loss(ys[-1 - w.integer(0, min(len(ys), 4) - 1)],
-               w.choose(("add", "max")))
+    y = w.loss(ys[-1 - w.integer(0, min(len(ys), 4) - 1)], w.choose(("add", "max")))
     if w.flip() and "add" not in w.exclude:
         # The loss also adds the values nothing reads yet, so that an op written on a branch
         # of its own (a recip, a sqrt) lies on the gradient's path and not only in a store.
         for v in [v for v in w.sinks() if v in ys][-3:]:
-            y = w.value("add", [y, w.loss(v, w.choose(("add", "max")))],
-                        "f32", ())
+            y = w.value("add", [y, w.loss(v, w.choose(("add", "max")))], "f32", ())
     if w.flip() and "mul" not in w.exclude:
         # A weighted loss, so that no node's gradient is 1.0 (or a power of two) from the
         # seed: a rule's share then rounds, and forms of it that are equal over the reals
@@ -478,8 +476,7 @@ def _loop(w: Writer, base) -> None:
         _BODY_STEPS[w.integer(0, len(_BODY_STEPS) - 1)](w, ())
     if w.flip():
         _gradient(w, ())
-    value = w.choose([v for v in w.pool[saved:] if v.dtype == "f32"
-                                    and v.shape == ()])
+    value = w.choose([v for v in w.pool[saved:] if v.dtype == "f32" and v.shape == ()])
     w.line(f"store {out} {value.text} {counter}")
     w.leave(outer, saved)
     w.line(f"end {counter}")
@@ -862,7 +859,7 @@ def _open_range(w, base, x):
 
 def _no_rule(w, base, x):
     kind = w.choose(("reduce op=mul", "call", "store and load", "element store",
-                                   "store in a loop"))
+                     "store in a loop"))
     if kind == "reduce op=mul":
         blocked = w.value("reduce", [x], "f32", (), attrs="op=mul", no_rule=True)
     elif kind == "call":
@@ -977,7 +974,7 @@ def _call_off_path(w, base, x, other):
 
 def _memory_off_path(w, base, x, other):
     kind = w.choose(("stored data x does not reach", "overwritten store",
-                                   "load before the store"))
+                     "load before the store"))
     scratch = w.buffer("f32", x.shape, "mem")
     loaded = w.fresh("m")
     if kind == "stored data x does not reach":
