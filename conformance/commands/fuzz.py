@@ -78,15 +78,24 @@ def stored(out: pathlib.Path) -> list[Divergence]:
 
 def read_history(out: pathlib.Path) -> list[dict]:
     """The lines of OUT/history.jsonl, oldest first; a line cut short by a kill is left out."""
+    return _runs(_history_text(out))
+
+
+def _history_text(out: pathlib.Path) -> str:
     path = out / "history.jsonl"
-    lines = path.read_text().splitlines() if path.is_file() else []
+    return path.read_text() if path.is_file() else ""
+
+
+def _runs(text: str) -> list[dict]:
     runs = []
-    for line in lines:
+    for line in text.splitlines():
         try:
-            runs.append(json.loads(line))
+            run = json.loads(line)
         except ValueError:
             continue
-    return [run for run in runs if isinstance(run, dict)]
+        if isinstance(run, dict):
+            runs.append(run)
+    return runs
 
 
 class Progress:
@@ -284,7 +293,8 @@ def _end(progress: Progress, out: pathlib.Path, report: pathlib.Path | None, tim
     """The run's last line, its report (with what changed since the previous run) and its
     line of history."""
     print(progress.line(), file=log, flush=True)
-    changes = progress.changes(read_history(out))
+    earlier = _history_text(out)
+    changes = progress.changes(_runs(earlier))
     if changes:
         changes = _rechecked(changes, progress, timeout)
         print(f"since the previous run ({changes['previous']}): {len(changes['new'])} new, "
@@ -293,12 +303,10 @@ def _end(progress: Progress, out: pathlib.Path, report: pathlib.Path | None, tim
     if report is not None:
         write_report(progress.report(changes), report)
         print(f"report written: {report}", file=log, flush=True)
-    path = out / "history.jsonl"
     line = json.dumps(progress.history_line()) + "\n"
-    earlier = path.read_text() if path.is_file() else ""
     if earlier and not earlier.endswith("\n"):
         line = "\n" + line  # after a line cut short by a kill, on a line of its own
-    with open(path, "a") as history:
+    with open(out / "history.jsonl", "a") as history:
         history.write(line)
 
 
