@@ -147,13 +147,18 @@ class _Common:
         return self.ops["expand"](self.ops["cast"](a, dtype=self.dtypes[dtype]),
                                   shape=tuple(shape))
 
-    def _literal(self, operand):
-        if operand.kind == "f32":  # the literal's bits, as the reference rounded them
-            return self.tensor(np.array(operand.value, np.uint32).view(np.float32))
-        return self.tensor(np.array(operand.value, NUMPY[operand.kind]))
+    # --- the eager interpreter's backend, through wrap and unwrap ---------------------------
 
-    def _to_numpy(self, value, dtype, shape):
-        return np.asarray(self.numpy(value)).astype(NUMPY[dtype]).reshape(shape)
+    def literal(self, operand):
+        if operand.kind == "f32":  # the literal's bits, as the reference rounded them
+            return self.wrap(self.tensor(np.array(operand.value, np.uint32).view(np.float32)))
+        return self.wrap(self.tensor(np.array(operand.value, NUMPY[operand.kind])))
+
+    def to_numpy(self, value, dtype, shape):
+        return np.asarray(self.numpy(self.unwrap(value))).astype(NUMPY[dtype]).reshape(shape)
+
+    def index(self, value):
+        return int(np.asarray(self.numpy(self.unwrap(value))).reshape(()))
 
 
 class Framework(_Common, Backend):
@@ -169,15 +174,9 @@ class Framework(_Common, Backend):
         """An f32 input, made differentiable (torch's requires_grad_, a tape's watch)."""
         return value
 
-    def literal(self, operand):
-        return self._literal(operand)
-
     def from_numpy(self, array, dtype):
         value = self.tensor(np.array(array, NUMPY[dtype]))
         return self.watch(value) if dtype == "f32" else value
-
-    def to_numpy(self, value, dtype, shape):
-        return self._to_numpy(value, dtype, shape)
 
     def op(self, name, operands, attrs):
         return _apply_op(self, name, operands, attrs)
@@ -191,11 +190,9 @@ class Framework(_Common, Backend):
     def broadcast(self, value, shape, dtype):
         return self.broadcast_to(value, shape, dtype)
 
-    def index(self, value):
-        return int(np.asarray(self.numpy(value)).reshape(()))
 
 
-class FunctionalFramework(RecordingBackend, _Common):
+class FunctionalFramework(_Common, RecordingBackend):
     """A system that differentiates functions: give `grad_function(f, x)`, the derivative of
     f at x, itself differentiable (jax.grad(f)(x))."""
 
@@ -213,17 +210,8 @@ class FunctionalFramework(RecordingBackend, _Common):
             return self.broadcast_to(arrays[0], attrs["shape"], attrs["dtype"])
         return _apply_op(self, op, arrays, attrs or {})
 
-    def literal(self, operand):
-        return Value(self._literal(operand))
-
     def from_numpy(self, array, dtype):
         return Value(self.tensor(np.array(array, NUMPY[dtype])))
-
-    def to_numpy(self, value, dtype, shape):
-        return self._to_numpy(value.array, dtype, shape)
-
-    def index(self, value):
-        return int(np.asarray(self.numpy(value.array)).reshape(()))
 
     def wrap(self, array):
         return Value(array)
