@@ -5,6 +5,7 @@ Every strategy takes keyword-only bounds and says in its docstring what it shrin
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from contextvars import ContextVar
 
@@ -13,6 +14,7 @@ from hypothesis import assume
 from hypothesis import strategies as st
 
 from gradient_conformance import reference
+from gradient_conformance.generators import choices
 from gradient_conformance.generators.buffers import SMOOTH_F32, filled
 from gradient_conformance.generators.case import Case
 from gradient_conformance.generators.writer import (
@@ -507,21 +509,23 @@ STEP_SETS = {"program": PROGRAM_STEPS, "differentiable": DIFFERENTIABLE_STEPS}
 # The writer of the program being drawn. A step strategy takes only plain values (a step
 # set's name, a shape, a flag), never the writer or functions: their reprs hold memory
 # addresses, and a strategy's arguments must be the same in every process for derandomized
-# runs to repeat.
+# runs to repeat. Being plain values, they also let each step's strategy be made once
+# (functools.cache), as choices.py says why.
 _WRITER: ContextVar[Writer] = ContextVar("writer")
 
 
+@functools.cache
 @st.composite
 def _step(draw, step_set: str, base, forced: bool) -> bool:
     """One step, or the end of the program (False). Its choices, the continue flag included,
     form one span of Hypothesis's choices, so the shrinker can delete a whole step."""
-    if not forced and draw(st.integers(0, 5)) == 0:
+    if not forced and choices.integer(draw, 0, 5) == 0:
         return False
     w = _WRITER.get()
     outer, w.draw = w.draw, draw
     try:
         steps = STEP_SETS[step_set]
-        steps[draw(st.integers(0, len(steps) - 1))](w, base)
+        choices.choose(draw, steps)(w, base)
     finally:
         w.draw = outer
     return True
@@ -532,7 +536,7 @@ def _write(draw, *, steps, min_steps, max_steps, exclude, min_gradients, store_v
            dtypes=("f32", "i32", "bool")) -> Writer:
     assert "f32" in dtypes, "every program computes in f32"
     w = Writer(draw, exclude=frozenset(exclude))
-    base = draw(st.sampled_from(list(shapes)))
+    base = choices.choose(draw, shapes)
     w.base = base
     # Differentiable programs compute in f32; bools are their conditions.
     w.dtypes = ("f32", "bool") if reached_only else tuple(dtypes)
@@ -546,14 +550,14 @@ def _write(draw, *, steps, min_steps, max_steps, exclude, min_gradients, store_v
                 break
     finally:
         _WRITER.reset(token)
-    wanted = min_gradients + (draw(st.integers(0, 1)) if min_gradients else 0)
+    wanted = min_gradients + (choices.integer(draw, 0, 1) if min_gradients else 0)
     for _ in range(4 * max(wanted, 1)):
         if w.gradients >= wanted:
             break
         if not any(v.dtype == "f32" and not v.literal for v in w.pool):
             w.input("f32", base)
         _gradient(w, base, reached_only=reached_only)
-    if w.gradients and "gradient" not in w.exclude and draw(st.integers(0, 3)) == 3:
+    if w.gradients and "gradient" not in w.exclude and choices.integer(draw, 0, 3) == 3:
         _restated_gradient(w)
     if reached_only and w.gradients and draw(st.booleans()):
         _higher_order(w, base)
@@ -603,6 +607,10 @@ def exact_programs(draw, *, min_steps: int = 1, max_steps: int = 12, exclude=fro
                          dtypes=dtypes, inputs=inputs))
 
 
+# A differentiable program's input values, drawn before it (see below).
+_SMOOTH_VALUES = st.lists(SMOOTH_F32, min_size=2, max_size=6, unique=True)
+
+
 @st.composite
 def differentiable_programs(draw, *, min_steps: int = 1, max_steps: int = 10,
                             min_gradients: int = 1, exclude=frozenset(), shapes=SHAPES,
@@ -612,8 +620,7 @@ def differentiable_programs(draw, *, min_steps: int = 1, max_steps: int = 10,
     kinks (the distance is on the case). Shrinks towards a single gradient of few steps, a
     scalar x, and storing only the gradient."""
     # The input values come first, so that they stay put while the program shrinks.
-    values = draw(st.lists(SMOOTH_F32, min_size=2, max_size=6, unique=True)) \
-        if inputs == "smooth" else None
+    values = draw(_SMOOTH_VALUES) if inputs == "smooth" else None
     keep = draw(st.booleans()) if store_values is None else store_values
     w = _write(draw, steps="differentiable", min_steps=min_steps, max_steps=max_steps,
                exclude=exclude, min_gradients=min_gradients, store_values=keep,
@@ -640,12 +647,15 @@ def _sum_tree(draw, lines: list[str], leaves: list[str], prefix: str) -> str:
     as %{prefix}0, %{prefix}1, ...; the root's name."""
     partial, n = list(leaves), 0
     while len(partial) > 1:
-        a = partial.pop(draw(st.integers(0, len(partial) - 1)))
-        b = partial.pop(draw(st.integers(0, len(partial) - 1)))
+        a = partial.pop(choices.integer(draw, 0, len(partial) - 1))
+        b = partial.pop(choices.integer(draw, 0, len(partial) - 1))
         lines.append(f"%{prefix}{n} = add {a} {b}")
         partial.append(f"%{prefix}{n}")
         n += 1
     return partial[0]
+
+
+_SHARED_X = st.floats(-4, 4, width=32)
 
 
 @st.composite
@@ -657,8 +667,8 @@ def order_sensitive_gradients(draw, *, min_shares: int = 3, max_shares: int = 6)
     walk's post-order descends through it, so it alone decides the arrival order (SPEC.md,
     "The walk"), and the case is drawn only if that order gives other bits than the
     order without it. Shrinks towards three shares, the first constants and no shadow."""
-    count = draw(st.integers(min_shares, max_shares))
-    constants = [draw(st.sampled_from(ORDER_CONSTANTS)) for _ in range(count)]
+    count = choices.integer(draw, min_shares, max_shares)
+    constants = [choices.choose(draw, ORDER_CONSTANTS) for _ in range(count)]
     lines = ["%xin = buffer slot=0 dtype=f32 shape=[]",
              f"%cin = buffer slot=1 dtype=f32 shape=[{count}]",
              "%out = buffer slot=2 dtype=f32 shape=[]", "%x = load %xin"]
@@ -689,7 +699,7 @@ def order_sensitive_gradients(draw, *, min_shares: int = 3, max_shares: int = 6)
                      None)
     assume(constants is not None)  # only where no constants can tell the orders apart
     bits = [exact.f32_from_text(c) for c in constants]
-    x = draw(st.floats(-4, 4, width=32))
+    x = draw(_SHARED_X)
     buffers = {0: np.array(x, np.float32), 1: exact.to_numpy_f32(bits),
                2: np.zeros((), np.float32)}
     return Case(source, buffers, None, f"order-sensitive: x receives {count} shares "
@@ -928,9 +938,9 @@ def invalid_gradients(draw, *, rules=errors.RULES, max_noise: int = 3) -> Case:
     a call on the path, a loss of shape [1], x an i32, a bool, a buffer or a shared literal, y
     or x depending on the range, a gradient in a function body. Valid noise surrounds it.
     Shrinks towards the first rule, its first disguise, and no noise."""
-    rule = draw(st.sampled_from(list(rules)))
+    rule = choices.choose(draw, tuple(rules))
     w = Writer(draw, prune=False)
-    base = draw(st.sampled_from(SHAPES[:2]))
+    base = choices.choose(draw, SHAPES[:2])
     w.input("f32", base)
     _noise(w, base, max_steps=max_noise)
     x = w.pick("f32", base, literal_ok=False)
@@ -1036,9 +1046,9 @@ def near_misses(draw, *, max_noise: int = 3) -> Case:
     or load off the path, or reachable only through detach or an i32 cast; x a load or a node
     with no rule; y not depending on x; a gradient inside a loop that depends on nothing of
     the loop; a detached loss. Shrinks towards the first kind and no noise."""
-    make = NEAR_MISSES[draw(st.integers(0, len(NEAR_MISSES) - 1))]
+    make = choices.choose(draw, NEAR_MISSES)
     w = Writer(draw, prune=False)
-    base = draw(st.sampled_from(SHAPES[:2]))
+    base = choices.choose(draw, SHAPES[:2])
     x = w.input("f32", base)
     other = w.input("f32", base)
     _noise(w, base, max_steps=max_noise)

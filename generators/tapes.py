@@ -7,12 +7,14 @@ it is. Every strategy shrinks towards short tapes of small values, operands towa
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
 from hypothesis import assume
 from hypothesis import strategies as st
 
+from gradient_conformance.generators import choices
 from gradient_conformance.reference import exact
 from gradient_conformance.reference.tape import LEAVES
 
@@ -26,12 +28,20 @@ class TapeCase:
     description: str
 
 
+OPS = ("add", "mul")
+_SMOOTH_F32 = st.floats(-64.0, 64.0, width=32)
+_ANY_F32 = st.floats(width=32)
+
+
+@functools.cache
+def _extra_shares(most: int):
+    return st.lists(st.sampled_from((1.0, 0.25, 7.0, -2.0)), max_size=most)
+
+
 def f32_values(*, smooth: bool = False):
     """f32 values as Python floats: anything (NaN and infinities included), or, smooth, the
     finite values between -64 and 64 that no product of a short tape overflows."""
-    if smooth:
-        return st.floats(-64.0, 64.0, width=32)
-    return st.floats(width=32)
+    return _SMOOTH_F32 if smooth else _ANY_F32
 
 
 @st.composite
@@ -40,14 +50,14 @@ def tapes(draw, *, min_entries: int = 1, max_entries: int = 12,
     """Valid tapes: an input first, then leaves, adds and muls of any earlier entries (an
     entry may use the same operand twice, or none may use it). Shrinks towards one input of
     0.0."""
-    size = draw(st.integers(min_entries, max_entries))
+    size = choices.integer(draw, min_entries, max_entries)
     tape: list = [["input", draw(f32_values(smooth=smooth))]]
     for k in range(1, size):
-        if draw(st.integers(0, 2)) == 0:
-            tape.append([draw(st.sampled_from(LEAVES)), draw(f32_values(smooth=smooth))])
+        if choices.integer(draw, 0, 2) == 0:
+            tape.append([choices.choose(draw, LEAVES), draw(f32_values(smooth=smooth))])
         else:
-            tape.append([draw(st.sampled_from(("add", "mul"))), draw(st.integers(0, k - 1)),
-                         draw(st.integers(0, k - 1))])
+            tape.append([choices.choose(draw, OPS), choices.integer(draw, 0, k - 1),
+                         choices.integer(draw, 0, k - 1)])
     return TapeCase(tape, None, f"a tape of {len(tape)} entries")
 
 
@@ -57,14 +67,14 @@ def single_use_tapes(draw, *, max_leaves: int = 6, smooth: bool = False) -> Tape
     the IR program with the same ops (reference.tape.to_program) gives the same bits. The
     leaves come first, then each add or mul takes two unused entries. Shrinks towards one
     leaf."""
-    leaves = draw(st.integers(1, max_leaves))
-    tape: list = [[draw(st.sampled_from(LEAVES)), draw(f32_values(smooth=smooth))]
+    leaves = choices.integer(draw, 1, max_leaves)
+    tape: list = [[choices.choose(draw, LEAVES), draw(f32_values(smooth=smooth))]
                   for _ in range(leaves)]
     unused = list(range(leaves))
     while len(unused) > 1:
-        i = unused.pop(draw(st.integers(0, len(unused) - 1)))
-        j = unused.pop(draw(st.integers(0, len(unused) - 1)))
-        tape.append([draw(st.sampled_from(("add", "mul"))), i, j])
+        i = unused.pop(choices.integer(draw, 0, len(unused) - 1))
+        j = unused.pop(choices.integer(draw, 0, len(unused) - 1))
+        tape.append([choices.choose(draw, OPS), i, j])
         unused.append(len(tape) - 1)
     return TapeCase(tape, None, f"a tree of {leaves} leaves")
 
@@ -76,11 +86,11 @@ def order_sensitive_tapes(draw, *, max_extra: int = 3) -> TapeCase:
     so that one order cancels B first and keeps s, and the other absorbs s into B; up to
     `max_extra` more constants follow. The arrival order (the spec's: reversed program
     order) and program order give other bits. Shrinks towards the three core shares."""
-    big = draw(st.sampled_from([1e8, 2.0**27, 2.0**30])) * draw(st.sampled_from([1.0, -1.0]))
-    small = draw(st.sampled_from([1.0, 0.5, 3.0, -1.0]))
+    big = choices.choose(draw, (1e8, 2.0**27, 2.0**30)) * choices.choose(draw, (1.0, -1.0))
+    small = choices.choose(draw, (1.0, 0.5, 3.0, -1.0))
     constants = [big, -big, small] if draw(st.booleans()) else [small, big, -big]
-    constants += draw(st.lists(st.sampled_from([1.0, 0.25, 7.0, -2.0]), max_size=max_extra))
-    x = draw(st.sampled_from([1.0, 0.5, -2.0]))
+    constants += draw(_extra_shares(max_extra))
+    x = choices.choose(draw, (1.0, 0.5, -2.0))
     tape: list = [["input", x]]
     products = []
     for c in constants:
@@ -125,7 +135,7 @@ def invalid_tapes(draw, *, max_entries: int = 6) -> TapeCase:
     operand that is not an earlier entry (later, itself, negative, not an integer), an
     unknown kind, a wrong number of fields, a value that is not a number. Shrinks towards
     the empty tape."""
-    how = draw(st.sampled_from(["empty", *BREAKS]))
+    how = choices.choose(draw, ("empty", *BREAKS))
     if how == "empty":
         return TapeCase([], "empty", "the empty tape")
     base = draw(tapes(max_entries=max_entries)).tape

@@ -10,27 +10,17 @@ the earliest values and the first literals.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from hypothesis import strategies as st
-
+from gradient_conformance.generators import choices
 from gradient_conformance.reference.syntax import Statement, parse
 
 # Literals, simplest first: shrinking walks towards the front.
 F32_LITERALS = ("2.0", "0.5", "-1.0", "1.0", "3.0", "0.0", "-0.0", "1e-3", "-2.5")
 I32_LITERALS = ("1", "2", "0", "-1", "7", "31")
 SHAPES = ((), (3,), (2, 3), (2, 1, 2))
-
-
-@functools.cache
-def _integers(low: int, high: int) -> st.SearchStrategy[int]:
-    """st.integers(low, high), made once: a strategy made anew for each choice is validated
-    anew by Hypothesis, which cost a third of a program's draw. Strategies are values, so
-    keeping them shares no state between examples."""
-    return st.integers(low, high)
 
 
 def shape_text(shape: tuple[int, ...]) -> str:
@@ -93,13 +83,13 @@ class Writer:
     # Each one choice of Hypothesis's, shrinking towards the first option (or `low`, False).
 
     def integer(self, low: int, high: int) -> int:
-        return self.draw(_integers(low, high))
+        return choices.integer(self.draw, low, high)
 
     def choose(self, options):
-        return options[self.draw(_integers(0, len(options) - 1))]
+        return choices.choose(self.draw, options)
 
     def flip(self) -> bool:
-        return self.draw(_integers(0, 1)) == 1
+        return choices.flip(self.draw)
 
     # --- text -------------------------------------------------------------------------------
 
