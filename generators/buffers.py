@@ -118,15 +118,16 @@ def buffers_for(draw, source: str, *, mode: str = "anything", min_kink_distance:
     A slot the program never loads starts as POISON. Shrinks towards zeros and the first
     special values.
     """
-    return draw(filled(tuple(parse(source)), mode=mode, min_kink_distance=min_kink_distance,
-                       f32_values=f32_values))[0]
+    return fill(draw, parse(source), mode=mode, min_kink_distance=min_kink_distance,
+                f32_values=f32_values)[0]
 
 
-@st.composite
-def filled(draw, statements: tuple, *, mode: str = "anything", min_kink_distance: float = 1e-3,
-           f32_values: list[float] | None = None):
-    """buffers_for, for a program already parsed: (the buffers, their kink distance in smooth
-    mode or else None), so that a drawn case runs the real-valued interpreter once."""
+def fill(draw, statements, *, mode: str = "anything", min_kink_distance: float = 1e-3,
+         f32_values: list[float] | None = None):
+    """buffers_for, for a program already parsed, drawn with the caller's `draw`: (the
+    buffers, their kink distance in smooth mode or else None), so that a drawn case runs the
+    real-valued interpreter once. A plain function, not a strategy: a strategy of its own,
+    made anew for each program, would be validated anew by Hypothesis (choices.py)."""
     assert mode in ("anything", "smooth"), mode
     arrays = {}
     dealt = 0

@@ -44,6 +44,7 @@ def draw_rate(strategy, examples: int) -> tuple[float, float]:
 
 
 _CHOICE = st.integers(0, 5)
+TRIVIAL_EXAMPLES = 1000
 
 
 @st.composite
@@ -73,7 +74,9 @@ def beside_trivial(strategy, examples: int = 200, rounds: int = 3) -> Rate:
     does Hypothesis's warm-up, paid by every round's trivial alike)."""
     rounds_seen = []
     for _ in range(rounds):
-        base, _ = draw_rate(st.integers(), examples)
+        # A trivial example takes a fraction of a millisecond: a few hundred of them are
+        # over too soon to time steadily, so the trivial strategy draws at least a thousand.
+        base, _ = draw_rate(st.integers(), max(examples, TRIVIAL_EXAMPLES))
         rate, choices = draw_rate(strategy, examples)
         bare, _ = draw_rate(choices_only(max(1, round(choices))), examples)
         rounds_seen.append((rate, rate / base, choices, rate / bare))

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from gradient_conformance import reference
 from gradient_conformance.generators import choices
-from gradient_conformance.generators.buffers import SMOOTH_F32, filled
+from gradient_conformance.generators.buffers import SMOOTH_F32, fill
 from gradient_conformance.generators.case import Case
 from gradient_conformance.generators.writer import (
     SHAPES,
@@ -574,7 +574,7 @@ def _case(draw, w: Writer, *, mode: str, kind: str, expect_error=None, how: str 
     """The case the writer wrote, from one parse of its program: its buffers, its kink
     distance (in smooth mode), its features and its description all read those statements."""
     source, statements = w.program()
-    buffers, distance = draw(filled(tuple(statements), mode=mode, f32_values=f32_values))
+    buffers, distance = fill(draw, statements, mode=mode, f32_values=f32_values)
     features = features_of_statements(statements)
     return Case(source, buffers, expect_error, how or _describe(kind, statements, features),
                 distance, features, tuple(statements))
