@@ -21,13 +21,12 @@ from gradient_conformance.generators.writer import (
     SHAPES,
     Val,
     Writer,
-    features_of,
     features_of_statements,
     shape_text,
 )
 from gradient_conformance.reference import errors, exact
 from gradient_conformance.reference.program import Define
-from gradient_conformance.reference.syntax import Operand, format_attr
+from gradient_conformance.reference.syntax import Operand, format_attr, parse
 
 UNARY_F32 = ("sin", "recip", "sqrt", "exp2", "log2")
 I32_ARITHMETIC = ("add", "mul", "max")
@@ -698,14 +697,15 @@ def order_sensitive_gradients(draw, *, min_shares: int = 3, max_shares: int = 6)
     constants = next((c for c in rotations + _cancelling(arrival) if _tells(c, arrival, orders)),
                      None)
     assume(constants is not None)  # only where no constants can tell the orders apart
-    bits = [exact.f32_from_text(c) for c in constants]
+    bits = [_constant_bits(c) for c in constants]
     x = draw(_SHARED_X)
     buffers = {0: np.array(x, np.float32), 1: exact.to_numpy_f32(bits),
                2: np.zeros((), np.float32)}
+    statements = parse(source)
     return Case(source, buffers, None, f"order-sensitive: x receives {count} shares "
                 f"{', '.join(constants[k] for k in arrival)} in arrival order"
                 f"{', set by a detached tree' if shadowed else ''}",
-                features=features_of(source))
+                features=features_of_statements(statements), parsed=tuple(statements))
 
 
 def _cancelling(arrival: list[int]) -> list[list[str]]:
@@ -721,10 +721,17 @@ def _cancelling(arrival: list[int]) -> list[list[str]]:
     return built
 
 
+@functools.cache
+def _constant_bits(text: str) -> int:
+    """The f32 bits of a share constant, read once: the constants are few, and reading a
+    decimal exactly is the dearest step of trying them."""
+    return exact.f32_from_text(text)
+
+
 def _tells(constants: list[str], arrival: list[int], others: list[list[int]]) -> bool:
     """Whether the f32 left fold of the constants in arrival order differs from each fold
     in the `others` orders."""
-    bits = [exact.f32_from_text(c) for c in constants]
+    bits = [_constant_bits(c) for c in constants]
     fold = exact.f32_fold([bits[k] for k in arrival])
     return not any(exact.same_f32(fold, exact.f32_fold([bits[k] for k in order]))
                    for order in others)

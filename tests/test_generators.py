@@ -200,21 +200,24 @@ def test_a_drawn_case_is_parsed_once(strategy, monkeypatch):
     assert per_draw and max(per_draw) <= 1, Counter(per_draw)
 
 
-def test_the_check_reads_the_statements_drawn(monkeypatch):
+@pytest.mark.parametrize("strategy", [programs, differentiable_programs,
+                                      order_sensitive_gradients, invalid_gradients, near_misses])
+def test_the_check_reads_the_statements_drawn(monkeypatch, strategy):
     """A check reads a drawn program from the statements its case carries: the one parse is
-    the writer's."""
+    the strategy's."""
     from gradient_conformance.conformance import running
 
     def parse(text):
         raise AssertionError("parsed again")
 
     @settings(max_examples=10, deadline=None, database=None)
-    @given(differentiable_programs())
+    @given(strategy())
     def read(case):
         assert case.parsed and list(case.parsed) == syntax.parse(case.source)
         with monkeypatch.context() as patched:
             patched.setattr(running, "parse", parse)
-            assert running.Reading(case.source, case.parsed).outcome(case.buffers).status == "ok"
+            outcome = running.Reading(case.source, case.parsed).outcome(case.buffers)
+        assert (outcome.status == "ok") == (case.expect_error is None), outcome
 
     read()
 
