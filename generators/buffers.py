@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import functools
 import math
 
 import numpy as np
 from hypothesis import assume
 from hypothesis import strategies as st
 
+from gradient_conformance.generators import choices
 from gradient_conformance.reference import exact
 from gradient_conformance.reference.builder import build_program
 from gradient_conformance.reference.cases import NUMPY, slots_of
@@ -32,28 +32,30 @@ POISON = 0x7FC0DEAD
 # mantissa and exponent. Values like 1.0 add and multiply exactly and would hide every
 # question of rounding order, so the shrink target (k = 0) is the all-ones mantissa,
 # 1.9999999 * 2^e: a shrunk counterexample keeps inputs that round.
-SMOOTH_F32 = st.one_of(
+SMOOTH_F32_KINDS = (
     st.builds(lambda k, e, negative: (-1) ** negative * (2**24 - 1 - k) * 2.0 ** (e - 23),
               st.integers(0, 2**23 - 1), st.integers(-10, 1), st.booleans()),
     st.floats(-4.0, 4.0, width=32, allow_subnormal=False))
-SMOOTH_I32 = st.integers(-8, 8)
+SMOOTH_F32 = st.one_of(*SMOOTH_F32_KINDS)
+
+# What an element of each dtype and mode is drawn from: one strategy, or alternatives,
+# simplest first, of which each element picks one (a choice of its own, as st.one_of would
+# make it, without one_of's filtering and spans: an element is the commonest draw there is).
+# The specials are decoded once, not mapped at each draw.
+ELEMENTS = {
+    ("f32", "anything"): (st.sampled_from(tuple(exact.decode(bits) for bits in SPECIAL_F32)),
+                          st.floats(width=32, allow_nan=True, allow_infinity=True)),
+    ("f32", "smooth"): SMOOTH_F32_KINDS,
+    ("i32", "anything"): (st.sampled_from(SPECIAL_I32),
+                          st.integers(exact.I32_MIN, exact.I32_MAX)),
+    ("i32", "smooth"): (st.integers(-8, 8),),
+    ("bool", "anything"): (st.booleans(),), ("bool", "smooth"): (st.booleans(),)}
 
 
-# The specials decoded once, not mapped at each draw.
-ANY_F32 = st.one_of(st.sampled_from(tuple(exact.decode(bits) for bits in SPECIAL_F32)),
-                    st.floats(width=32, allow_nan=True, allow_infinity=True))
-ANY_I32 = st.one_of(st.sampled_from(SPECIAL_I32), st.integers(exact.I32_MIN, exact.I32_MAX))
-ELEMENTS = {("f32", "anything"): ANY_F32, ("f32", "smooth"): SMOOTH_F32,
-            ("i32", "anything"): ANY_I32, ("i32", "smooth"): SMOOTH_I32,
-            ("bool", "anything"): st.booleans(), ("bool", "smooth"): st.booleans()}
-
-
-@functools.cache
-def _contents(dtype: str, mode: str, size: int) -> st.SearchStrategy[tuple]:
-    """A slot's elements, as a strategy made once per kind and size (Hypothesis validates
-    each strategy object it is given anew; these are values, so sharing them shares no
-    state between examples)."""
-    return st.tuples(*[ELEMENTS[dtype, mode]] * size)
+def element(draw, dtype: str, mode: str):
+    """One element of a slot (ELEMENTS)."""
+    kinds = ELEMENTS[dtype, mode]
+    return draw(kinds[0] if len(kinds) == 1 else choices.choose(draw, kinds))
 
 
 def output_only_slots(source: str) -> set[int]:
@@ -145,7 +147,7 @@ def fill(draw, statements, *, mode: str = "anything", min_kink_distance: float =
             values = [_dealt(f32_values, dealt + k) for k in range(size)]
             dealt += size
         else:
-            values = draw(_contents(dtype, mode, size))
+            values = [element(draw, dtype, mode) for _ in range(size)]
         arrays[slot] = np.array(values, dtype=NUMPY[dtype]).reshape(shape)
     if mode != "smooth":
         return arrays, None
