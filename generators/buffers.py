@@ -38,13 +38,21 @@ SMOOTH_F32_KINDS = (
     st.floats(-4.0, 4.0, width=32, allow_subnormal=False))
 SMOOTH_F32 = st.one_of(*SMOOTH_F32_KINDS)
 
+# Every finite f32, the subnormals and both zeros among them. Unbounded, st.floats(width=32)
+# draws a binary64 and rejects the whole example when it overflows f32 (about one value in
+# nine): 97 of 400 programs() examples and 149 of 400 tapes() examples were drawn for
+# nothing. Bounded, none is; the infinities and NaN come from the specials.
+FINITE_F32 = st.floats(-exact.decode(0x7F7FFFFF), exact.decode(0x7F7FFFFF), width=32)
+# The specials decoded once, not mapped at each draw.
+SPECIALS_F32 = st.sampled_from(tuple(exact.decode(bits) for bits in SPECIAL_F32))
+# Any f32 value, for a list of them (tapes, the forward checks, vectors).
+ANY_F32 = st.one_of(SPECIALS_F32, FINITE_F32)
+
 # What an element of each dtype and mode is drawn from: one strategy, or alternatives,
 # simplest first, of which each element picks one (a choice of its own, as st.one_of would
 # make it, without one_of's filtering and spans: an element is the commonest draw there is).
-# The specials are decoded once, not mapped at each draw.
 ELEMENTS = {
-    ("f32", "anything"): (st.sampled_from(tuple(exact.decode(bits) for bits in SPECIAL_F32)),
-                          st.floats(width=32, allow_nan=True, allow_infinity=True)),
+    ("f32", "anything"): (SPECIALS_F32, FINITE_F32),
     ("f32", "smooth"): SMOOTH_F32_KINDS,
     ("i32", "anything"): (st.sampled_from(SPECIAL_I32),
                           st.integers(exact.I32_MIN, exact.I32_MAX)),

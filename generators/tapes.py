@@ -15,6 +15,7 @@ from hypothesis import assume
 from hypothesis import strategies as st
 
 from gradient_conformance.generators import choices
+from gradient_conformance.generators.buffers import ANY_F32
 from gradient_conformance.reference import exact
 from gradient_conformance.reference.tape import LEAVES
 
@@ -30,7 +31,6 @@ class TapeCase:
 
 OPS = ("add", "mul")
 _SMOOTH_F32 = st.floats(-64.0, 64.0, width=32)
-_ANY_F32 = st.floats(width=32)
 
 
 @functools.cache
@@ -41,7 +41,7 @@ def _extra_shares(most: int):
 def f32_values(*, smooth: bool = False):
     """f32 values as Python floats: anything (NaN and infinities included), or, smooth, the
     finite values between -64 and 64 that no product of a short tape overflows."""
-    return _SMOOTH_F32 if smooth else _ANY_F32
+    return _SMOOTH_F32 if smooth else ANY_F32
 
 
 @st.composite

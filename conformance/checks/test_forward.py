@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from gradient_conformance.conformance import running
 from gradient_conformance.generators import exact_programs, programs
+from gradient_conformance.generators.buffers import ANY_F32
 from gradient_conformance.generators.hard_to_round import HARD_TO_ROUND
 from gradient_conformance.reference import exact
 
@@ -38,7 +39,7 @@ def test_programs_with_transcendentals(impl, tally, data):
 def test_transcendental_within_declared_ulps(impl, tally, op, data):
     """Any f32 inputs, and the hardest to round (generators/hard_to_round.py)."""
     hard = st.sampled_from(HARD_TO_ROUND[op]).map(exact.decode)
-    values = data.draw(st.lists(st.one_of(st.floats(width=32), hard), min_size=1,
+    values = data.draw(st.lists(st.one_of(ANY_F32, hard), min_size=1,
                                 max_size=16), label="values")
     if op in impl.unsupported():
         pytest.skip(f"{op} is unsupported")

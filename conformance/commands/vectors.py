@@ -28,6 +28,7 @@ from gradient_conformance.generators import (
     near_misses,
     order_sensitive_gradients,
 )
+from gradient_conformance.generators.buffers import ANY_F32
 from gradient_conformance.reference import cases
 
 FORMAT = "gradient-conformance-vectors/1"
@@ -37,7 +38,7 @@ FORMAT = "gradient-conformance-vectors/1"
 def transcendental_samples(draw, *, max_size: int = 32) -> Case:
     """One of exp2, log2, sin over a list of f32 values; shrinks towards one value, 0.0."""
     op = draw(st.sampled_from(sorted(TRANSCENDENTAL)))
-    values = draw(st.lists(st.floats(width=32), min_size=1, max_size=max_size))
+    values = draw(st.lists(ANY_F32, min_size=1, max_size=max_size))
     source = single_op_source(op, len(values))
     return Case(source, {0: np.array(values, np.float32)}, None,
                 f"{op} over {len(values)} values", features=frozenset({op}))
