@@ -6,6 +6,7 @@ Every strategy takes keyword-only bounds and says in its docstring what it shrin
 from __future__ import annotations
 
 import functools
+import itertools
 from collections.abc import Callable
 from contextvars import ContextVar
 
@@ -664,8 +665,10 @@ def order_sensitive_gradients(draw, *, min_shares: int = 3, max_shares: int = 6)
     gives different bits from program order and from reversed arrival order. Sometimes y
     also adds a detached second tree over the same terms first: it passes no share, but the
     walk's post-order descends through it, so it alone decides the arrival order (SPEC.md,
-    "The walk"), and the case is drawn only if that order gives other bits than the
-    order without it. Shrinks towards three shares, the first constants and no shadow."""
+    "The walk"), which must then give other bits than the order without it. Where the trees
+    drawn make two of these orders fold alike, one is mirrored, and where the constants
+    drawn do not tell them apart, others are built that do: nothing is drawn to be thrown
+    away. Shrinks towards three shares, the first constants and no shadow."""
     count = choices.integer(draw, min_shares, max_shares)
     constants = [choices.choose(draw, ORDER_CONSTANTS) for _ in range(count)]
     lines = ["%xin = buffer slot=0 dtype=f32 shape=[]",
@@ -683,14 +686,23 @@ def order_sensitive_gradients(draw, *, min_shares: int = 3, max_shares: int = 6)
     shadowed = draw(st.booleans())
     root = y
     if shadowed:
-        unshadowed = walked_order(lines, y)
         shadow = _sum_tree(draw, lines, draw(st.permutations(terms)), "w")
         lines += [f"%d = detach {shadow}", f"%y = add %d {y}"]
         ending[0] = "%g = gradient %y %x"
         root = "%y"
-    source = "\n".join(lines + ending) + "\n"
     arrival = walked_order(lines, root)
-    orders = [list(range(count)), list(reversed(arrival))] + ([unshadowed] if shadowed else [])
+    program = list(range(count))
+    # Where the trees drawn make the arrival order fold as an order it must be told from,
+    # mirror a tree (its adds' operands swapped), which reverses the order it decides.
+    if _alike(arrival, program):
+        lines = _mirrored(lines, "w" if shadowed else "s")
+        arrival = walked_order(lines, root)
+    if shadowed and _alike(arrival, walked_order(lines, y)):
+        lines = _mirrored(lines, "s")
+    if shadowed:
+        unshadowed, arrival = walked_order(lines, y), walked_order(lines, root)
+    source = "\n".join(lines + ending) + "\n"
+    orders = [program, list(reversed(arrival))] + ([unshadowed] if shadowed else [])
     # The constants drawn, or the first rotation of them whose sum tells the arrival order
     # from the others: cheap to try (nothing is built), so few draws are thrown away.
     rotations = [constants[r:] + constants[:r] for r in range(count)]
@@ -708,15 +720,34 @@ def order_sensitive_gradients(draw, *, min_shares: int = 3, max_shares: int = 6)
                 features=features_of_statements(statements), parsed=tuple(statements))
 
 
+def _alike(order: list[int], other: list[int]) -> bool:
+    """Whether the f32 left folds of any shares in these two orders are equal: only where the
+    orders differ at most in their first two, which the first add takes in either order."""
+    return order[2:] == other[2:] and set(order[:2]) == set(other[:2])
+
+
+def _mirrored(lines: list[str], prefix: str) -> list[str]:
+    """The lines with the operands of every add %{prefix}N swapped: the tree's leaves, read
+    left to right, come in reverse."""
+    def mirror(line: str) -> str:
+        name, _, rest = line.partition(" = ")
+        _, a, b = rest.split()
+        return f"{name} = add {b} {a}"
+    return [mirror(line) if line.startswith(f"%{prefix}") and " = add " in line else line
+            for line in lines]
+
+
 def _cancelling(arrival: list[int]) -> list[list[str]]:
     """Constants built to tell the arrival order from others, when the drawn ones do not:
-    1e8 and -1e8 arrive one after the other and cancel, and every other share is 1.0, which
-    an order that meets either big one first (ulp(1e8) = 8) absorbs. One placement of the
-    pair per position in the arrival order."""
+    1e8 and -1e8 cancel, and every other share is 1.0, which an order that meets either big
+    one first (ulp(1e8) = 8) absorbs. One placement of the pair per two positions in the
+    arrival order, the pair arriving one after the other first; the pair apart tells the
+    orders that differ only past it (0 1 3 2 from 0 1 2 3 and from its own reverse)."""
+    pairs = sorted(itertools.combinations(range(len(arrival)), 2), key=lambda p: p[1] - p[0])
     built = []
-    for j in range(len(arrival) - 1):
+    for i, j in pairs:
         constants = ["1.0"] * len(arrival)
-        constants[arrival[j]], constants[arrival[j + 1]] = "1e8", "-1e8"
+        constants[arrival[i]], constants[arrival[j]] = "1e8", "-1e8"
         built.append(constants)
     return built
 
