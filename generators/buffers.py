@@ -28,6 +28,8 @@ SPECIAL_I32 = [0, 1, -1, 2, exact.I32_MIN, exact.I32_MAX, 31, 32]
 # value it might compute; the checks also refuse it in place of any other NaN. A bool has no
 # such value, so a bool slot starts as drawn.
 POISON = 0x7FC0DEAD
+# How many ways a smooth case's drawn values are dealt before the draw is thrown away.
+DEALINGS = 3
 # Smooth f32 inputs in [-4, 4]: (2^24 - 1 - k) * 2^(e - 23), exact in f32, with a random
 # mantissa and exponent. Values like 1.0 add and multiply exactly and would hide every
 # question of rounding order, so the shrink target (k = 0) is the all-ones mantissa,
@@ -107,6 +109,17 @@ def distance_to_kink(statements, buffers: dict[int, np.ndarray]) -> float:
     return real.margin
 
 
+def _deal(arrays: dict, slots: list, values: list[float] | None, turn: int) -> dict:
+    """`arrays` with the f32 `slots` dealt from `values` in turn, from the `turn`-th on."""
+    dealt, j = dict(arrays), turn
+    for slot, shape in slots:
+        size = math.prod(shape)
+        dealt[slot] = np.array([_dealt(values, j + k) for k in range(size)],
+                               np.float32).reshape(shape)
+        j += size
+    return dealt
+
+
 def _dealt(values: list[float], j: int) -> float:
     """The j-th f32 element dealt from `values`: each round through them scaled by another
     factor, so no two elements are equal (equal elements are a max's tie, a kink no input
@@ -124,7 +137,9 @@ def buffers_for(draw, source: str, *, mode: str = "anything", min_kink_distance:
     whose run stays at least `min_kink_distance` from every kink (rejected otherwise).
     `f32_values`, if given, are dealt into the f32 slots in turn instead of drawing (each
     round through them scaled, so no two elements are equal): a caller that draws them
-    before the program keeps them fixed while the program shrinks.
+    before the program keeps them fixed while the program shrinks; where a dealing brings
+    the run near a kink, they are dealt again from the next value on (up to DEALINGS
+    times) before the draw is rejected.
     A slot the program never loads starts as POISON. Shrinks towards zeros and the first
     special values.
     """
@@ -136,11 +151,11 @@ def fill(draw, statements, *, mode: str = "anything", min_kink_distance: float =
          f32_values: list[float] | None = None):
     """buffers_for, for a program already parsed, drawn with the caller's `draw`: (the
     buffers, their kink distance in smooth mode or else None), so that a drawn case runs the
-    real-valued interpreter once. A plain function, not a strategy: a strategy of its own,
-    made anew for each program, would be validated anew by Hypothesis (choices.py)."""
+    real-valued interpreter only here: once, or once per dealing tried (DEALINGS). A plain
+    function, not a strategy: a strategy of its own, made anew for each program, would be
+    validated anew by Hypothesis (choices.py)."""
     assert mode in ("anything", "smooth"), mode
-    arrays = {}
-    dealt = 0
+    arrays, dealt_slots = {}, []
     if f32_values:
         # Largest first: when Hypothesis shrinks the values towards 0, the first element (all
         # a scalar slot gets) keeps the value that still matters.
@@ -150,15 +165,18 @@ def fill(draw, statements, *, mode: str = "anything", min_kink_distance: float =
         size = math.prod(shape)
         if slot in stored_only and dtype != "bool":
             arrays[slot] = poisoned((dtype, shape))
-            continue
-        if dtype == "f32" and f32_values:
-            values = [_dealt(f32_values, dealt + k) for k in range(size)]
-            dealt += size
+        elif dtype == "f32" and f32_values:
+            dealt_slots.append((slot, shape))
         else:
             values = [element(draw, dtype, mode) for _ in range(size)]
-        arrays[slot] = np.array(values, dtype=NUMPY[dtype]).reshape(shape)
+            arrays[slot] = np.array(values, dtype=NUMPY[dtype]).reshape(shape)
     if mode != "smooth":
-        return arrays, None
-    distance = distance_to_kink(statements, arrays)
-    assume(distance >= min_kink_distance)
-    return arrays, distance
+        return _deal(arrays, dealt_slots, f32_values, 0), None
+    # Dealt values that bring the run near a kink are dealt again from the next one on,
+    # before the draw is thrown away: another dealing is another point of the same program.
+    for turn in range(DEALINGS if dealt_slots else 1):
+        dealt = _deal(arrays, dealt_slots, f32_values, turn)
+        distance = distance_to_kink(statements, dealt)
+        if distance >= min_kink_distance:
+            return dealt, distance
+    assume(False)
