@@ -657,7 +657,8 @@ def _sum_tree(draw, lines: list[str], leaves: list[str], prefix: str) -> str:
     return partial[0]
 
 
-_SHARED_X = st.floats(-4, 4, width=32)
+# The value of x, which receives the shares.
+_X_VALUES = st.floats(-4, 4, width=32)
 
 
 @st.composite
@@ -669,7 +670,7 @@ def order_sensitive_gradients(draw, *, min_shares: int = 3, max_shares: int = 6)
     walk's post-order descends through it, so it alone decides the arrival order (SPEC.md,
     "The walk"), which must then give other bits than the order without it. Where the trees
     drawn make two of these orders fold alike, one is mirrored, and where the constants
-    drawn do not tell them apart, others are built that do: nothing is drawn to be thrown
+    drawn do not tell them apart, others are built that do: at most 1% of draws are thrown
     away. Shrinks towards three shares, the first constants and no shadow."""
     count = choices.integer(draw, min_shares, max_shares)
     constants = [choices.choose(draw, ORDER_CONSTANTS) for _ in range(count)]
@@ -693,10 +694,10 @@ def order_sensitive_gradients(draw, *, min_shares: int = 3, max_shares: int = 6)
         ending[0] = "%g = gradient %y %x"
         root = "%y"
     arrival = walked_order(lines, root)
-    program = list(range(count))
+    program_order = list(range(count))
     # Where the trees drawn make the arrival order fold as an order it must be told from,
     # mirror a tree (its adds' operands swapped), which reverses the order it decides.
-    if _alike(arrival, program):
+    if _alike(arrival, program_order):
         lines = _mirrored(lines, "w" if shadowed else "s")
         arrival = walked_order(lines, root)
     if shadowed and _alike(arrival, walked_order(lines, y)):
@@ -704,15 +705,15 @@ def order_sensitive_gradients(draw, *, min_shares: int = 3, max_shares: int = 6)
     if shadowed:
         unshadowed, arrival = walked_order(lines, y), walked_order(lines, root)
     source = "\n".join(lines + ending) + "\n"
-    orders = [program, list(reversed(arrival))] + ([unshadowed] if shadowed else [])
+    orders = [program_order, list(reversed(arrival))] + ([unshadowed] if shadowed else [])
     # The constants drawn, or the first rotation of them whose sum tells the arrival order
     # from the others: cheap to try (nothing is built), so few draws are thrown away.
     rotations = [constants[r:] + constants[:r] for r in range(count)]
     constants = next((c for c in rotations + _cancelling(arrival) if _tells(c, arrival, orders)),
                      None)
-    assume(constants is not None)  # only where no constants can tell the orders apart
+    assume(constants is not None)  # only where none of the constants tried tells them
     bits = [_constant_bits(c) for c in constants]
-    x = draw(_SHARED_X)
+    x = draw(_X_VALUES)
     buffers = {0: np.array(x, np.float32), 1: exact.to_numpy_f32(bits),
                2: np.zeros((), np.float32)}
     statements = parse(source)
