@@ -30,42 +30,70 @@ SPECIAL_I32 = [0, 1, -1, 2, exact.I32_MIN, exact.I32_MAX, 31, 32]
 POISON = 0x7FC0DEAD
 # How many ways a smooth case's drawn values are dealt before the draw is thrown away.
 DEALINGS = 3
-# Smooth f32 inputs in [-4, 4]: (2^24 - 1 - k) * 2^(e - 23), exact in f32, with a random
-# mantissa and exponent. Values like 1.0 add and multiply exactly and would hide every
-# question of rounding order, so the shrink target (k = 0) is the all-ones mantissa,
-# 1.9999999 * 2^e: a shrunk counterexample keeps inputs that round.
-SMOOTH_F32_KINDS = (
-    st.builds(lambda k, e, negative: (-1) ** negative * (2**24 - 1 - k) * 2.0 ** (e - 23),
-              st.integers(0, 2**23 - 1), st.integers(-10, 1), st.booleans()),
-    st.floats(-4.0, 4.0, width=32, allow_subnormal=False))
-SMOOTH_F32 = st.one_of(*SMOOTH_F32_KINDS)
 
-# Every finite f32, the subnormals and both zeros among them. Unbounded, st.floats(width=32)
-# draws a binary64 and rejects the whole example when it overflows f32 (about one value in
-# nine): 97 of 400 programs() examples and 149 of 400 tapes() examples were drawn for
-# nothing. Bounded, none is; the infinities and NaN come from the specials.
-FINITE_F32 = st.floats(-exact.decode(0x7F7FFFFF), exact.decode(0x7F7FFFFF), width=32)
-# The specials decoded once, not mapped at each draw.
-SPECIALS_F32 = st.sampled_from(tuple(exact.decode(bits) for bits in SPECIAL_F32))
-# Any f32 value, for a list of them (tapes, the forward checks, vectors).
-ANY_F32 = st.one_of(SPECIALS_F32, FINITE_F32)
+# Every element is read from a stream of small choices (choices.py), simplest kind first, so
+# that a shrunk buffer holds +0.0 (the first special), 0 or false.
 
-# What an element of each dtype and mode is drawn from: one strategy, or alternatives,
-# simplest first, of which each element picks one (a choice of its own, as st.one_of would
-# make it, without one_of's filtering and spans: an element is the commonest draw there is).
+
+def simplest_first(low: int, high: int) -> tuple[int, ...]:
+    """The integers low..high, 0 first, then -1, 1, -2, 2, ..."""
+    return tuple(sorted(range(low, high + 1), key=lambda e: (abs(e), e > 0)))
+
+
+SMOOTH_EXPONENTS = simplest_first(-10, 1)
+MODERATE_EXPONENTS = simplest_first(-8, 8)
+
+
+def smooth_f32(s: choices.Stream) -> float:
+    """A smooth f32 input in [-4, 4], exact in f32, with a random mantissa and exponent:
+    (2^24 - 1 - k) * 2^(e - 23), or (2^23 + k) * 2^(e - 23). Values like 1.0 add and
+    multiply exactly and would hide every question of rounding order, so the first form
+    comes first and its shrink target (k = 0) is the all-ones mantissa, 1.9999999 * 2^e:
+    a shrunk counterexample keeps inputs that round. The second form reaches the short
+    mantissas (0.5, 1.5, 3.0)."""
+    short = s.flip()
+    k = s.integer(0, 2**23 - 1)
+    magnitude = (2**23 + k) if short else (2**24 - 1 - k)
+    return (-1.0 if s.flip() else 1.0) * magnitude * 2.0 ** (s.choose(SMOOTH_EXPONENTS) - 23)
+
+
+def any_f32(s: choices.Stream) -> float:
+    """Any f32 value: a special (SPECIAL_F32, +0.0 first), a value of moderate size (2^-8
+    to 2^9, a random mantissa whose low bytes shrink away), or any finite bit pattern. An
+    infinity or NaN comes from the specials only: a bit pattern of exponent 255 drops to
+    254."""
+    kind = s.integer(0, 2)
+    if kind == 0:
+        return exact.decode(s.choose(SPECIAL_F32))
+    if kind == 1:
+        negative, e, k = s.flip(), s.choose(MODERATE_EXPONENTS), s.integer(0, 2**23 - 1)
+        return (-1.0 if negative else 1.0) * (2**23 + k) * 2.0 ** (e - 23)
+    bits = s.integer(0, 2**32 - 1)
+    if (bits >> 23) & 0xFF == 0xFF:
+        bits ^= 1 << 23
+    return exact.decode(bits)
+
+
+def any_i32(s: choices.Stream) -> int:
+    """Any i32: a special (SPECIAL_I32, 0 first) or any value, shrinking towards 0."""
+    if not s.flip():
+        return s.choose(SPECIAL_I32)
+    return s.signed(2**31 - 1)
+
+
+# What an element of each dtype and mode is read as.
 ELEMENTS = {
-    ("f32", "anything"): (SPECIALS_F32, FINITE_F32),
-    ("f32", "smooth"): SMOOTH_F32_KINDS,
-    ("i32", "anything"): (st.sampled_from(SPECIAL_I32),
-                          st.integers(exact.I32_MIN, exact.I32_MAX)),
-    ("i32", "smooth"): (st.integers(-8, 8),),
-    ("bool", "anything"): (st.booleans(),), ("bool", "smooth"): (st.booleans(),)}
+    ("f32", "anything"): any_f32,
+    ("f32", "smooth"): smooth_f32,
+    ("i32", "anything"): any_i32,
+    ("i32", "smooth"): lambda s: s.signed(8),
+    ("bool", "anything"): choices.Stream.flip, ("bool", "smooth"): choices.Stream.flip}
+# The bytes an element may read at the most: a slot's elements come in one chunk.
+ELEMENT_BYTES = 6
 
-
-def element(draw, dtype: str, mode: str):
-    """One element of a slot (ELEMENTS)."""
-    kinds = ELEMENTS[dtype, mode]
-    return draw(kinds[0] if len(kinds) == 1 else choices.choose(draw, kinds))
+# The same, as strategies of one value, for lists of them (tapes, the forward checks, vectors).
+ANY_F32 = choices.stream_of(any_f32, ELEMENT_BYTES)
+SMOOTH_F32 = choices.stream_of(smooth_f32, ELEMENT_BYTES)
 
 
 def output_only_slots(source: str) -> set[int]:
@@ -161,6 +189,7 @@ def fill(draw, statements, *, mode: str = "anything", min_kink_distance: float =
         # a scalar slot gets) keeps the value that still matters.
         f32_values = sorted(f32_values, key=lambda v: -abs(v))
     stored_only = output_only(statements)
+    stream = choices.Stream(draw)
     for slot, (dtype, shape) in sorted(slots_of(statements).items()):
         size = math.prod(shape)
         if slot in stored_only and dtype != "bool":
@@ -168,7 +197,10 @@ def fill(draw, statements, *, mode: str = "anything", min_kink_distance: float =
         elif dtype == "f32" and f32_values:
             dealt_slots.append((slot, shape))
         else:
-            values = [element(draw, dtype, mode) for _ in range(size)]
+            # A slot's elements in one chunk, which the shrinker takes to zeros whole.
+            stream.chunk = ELEMENT_BYTES * size
+            stream.fresh()
+            values = [ELEMENTS[dtype, mode](stream) for _ in range(size)]
             arrays[slot] = np.array(values, dtype=NUMPY[dtype]).reshape(shape)
     if mode != "smooth":
         return _deal(arrays, dealt_slots, f32_values, 0), None

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from gradient_conformance import reference
 from gradient_conformance.generators import choices
-from gradient_conformance.generators.buffers import SMOOTH_F32, fill
+from gradient_conformance.generators.buffers import ELEMENT_BYTES, fill, smooth_f32
 from gradient_conformance.generators.case import Case
 from gradient_conformance.generators.writer import (
     SHAPES,
@@ -519,15 +519,17 @@ _WRITER: ContextVar[Writer] = ContextVar("writer")
 def _step(draw, step_set: str, base, forced: bool) -> bool:
     """One step, or the end of the program (False). Its choices, the continue flag included,
     form one span of Hypothesis's choices, so the shrinker can delete a whole step."""
-    if not forced and choices.integer(draw, 0, 5) == 0:
-        return False
     w = _WRITER.get()
-    outer, w.draw = w.draw, draw
+    outer, w.stream.draw = w.stream.draw, draw
+    w.stream.fresh()
     try:
-        steps = STEP_SETS[step_set]
-        choices.choose(draw, steps)(w, base)
+        if not forced and w.integer(0, 5) == 0:
+            return False
+        w.choose(STEP_SETS[step_set])(w, base)
     finally:
-        w.draw = outer
+        # What follows reads a chunk of its own, outside the step's span.
+        w.stream.draw = outer
+        w.stream.fresh()
     return True
 
 
@@ -536,7 +538,7 @@ def _write(draw, *, steps, min_steps, max_steps, exclude, min_gradients, store_v
            dtypes=("f32", "i32", "bool")) -> Writer:
     assert "f32" in dtypes, "every program computes in f32"
     w = Writer(draw, exclude=frozenset(exclude))
-    base = choices.choose(draw, shapes)
+    base = w.choose(shapes)
     w.base = base
     # Differentiable programs compute in f32; bools are their conditions.
     w.dtypes = ("f32", "bool") if reached_only else tuple(dtypes)
@@ -545,21 +547,26 @@ def _write(draw, *, steps, min_steps, max_steps, exclude, min_gradients, store_v
         w.input("f32", base)
     token = _WRITER.set(w)
     try:
-        for k in range(max_steps):
-            if not draw(_step(steps, base, k < min_steps)):
+        # A step that finds nothing to write on (a gradient with no f32 value yet) is not
+        # one of the min_steps: a program of none is no case.
+        taken = 0
+        for _ in range(max_steps):
+            before = len(w.body)
+            if not draw(_step(steps, base, taken < min_steps)):
                 break
+            taken += len(w.body) > before
     finally:
         _WRITER.reset(token)
-    wanted = min_gradients + (choices.integer(draw, 0, 1) if min_gradients else 0)
+    wanted = min_gradients + (w.integer(0, 1) if min_gradients else 0)
     for _ in range(4 * max(wanted, 1)):
         if w.gradients >= wanted:
             break
         if not any(v.dtype == "f32" and not v.literal for v in w.pool):
             w.input("f32", base)
         _gradient(w, base, reached_only=reached_only)
-    if w.gradients and "gradient" not in w.exclude and choices.integer(draw, 0, 3) == 3:
+    if w.gradients and "gradient" not in w.exclude and w.integer(0, 3) == 3:
         _restated_gradient(w)
-    if reached_only and w.gradients and draw(st.booleans()):
+    if reached_only and w.gradients and w.flip():
         _higher_order(w, base)
     stored = [v for v in w.pool if v.text.startswith("%g")]
     if store_values or not stored:
@@ -607,8 +614,15 @@ def exact_programs(draw, *, min_steps: int = 1, max_steps: int = 12, exclude=fro
                          dtypes=dtypes, inputs=inputs))
 
 
-# A differentiable program's input values, drawn before it (see below).
-_SMOOTH_VALUES = st.lists(SMOOTH_F32, min_size=2, max_size=6, unique=True)
+def _smooth_values(s: choices.Stream) -> list[float]:
+    """Two to six distinct smooth f32 values: a differentiable program's inputs, drawn
+    before it (see below)."""
+    values: list[float] = []
+    for _ in range(s.integer(2, 6)):
+        value = smooth_f32(s)
+        if value not in values:
+            values.append(value)
+    return values
 
 
 @st.composite
@@ -620,8 +634,9 @@ def differentiable_programs(draw, *, min_steps: int = 1, max_steps: int = 10,
     kinks (the distance is on the case). Shrinks towards a single gradient of few steps, a
     scalar x, and storing only the gradient."""
     # The input values come first, so that they stay put while the program shrinks.
-    values = draw(_SMOOTH_VALUES) if inputs == "smooth" else None
-    keep = draw(st.booleans()) if store_values is None else store_values
+    first = choices.Stream(draw, 1 + 6 * ELEMENT_BYTES + 1)
+    values = _smooth_values(first) if inputs == "smooth" else None
+    keep = first.flip() if store_values is None else store_values
     w = _write(draw, steps="differentiable", min_steps=min_steps, max_steps=max_steps,
                exclude=exclude, min_gradients=min_gradients, store_values=keep,
                reached_only=True, inputs=1, shapes=shapes)
@@ -644,21 +659,17 @@ ORDER_CONSTANTS = ("1e8", "-1e8", "1.0", "3.0", "16777216.0", "-16777216.0", "0.
 SMALL_SHARES = ("1.0", "3.0", "7.0", "0.5", "-3.0", "1e-8")
 
 
-def _sum_tree(draw, lines: list[str], leaves: list[str], prefix: str) -> str:
+def _sum_tree(s: choices.Stream, lines: list[str], leaves: list[str], prefix: str) -> str:
     """Add the leaves in a random tree (repeatedly two of the partial sums), writing the adds
     as %{prefix}0, %{prefix}1, ...; the root's name."""
     partial, n = list(leaves), 0
     while len(partial) > 1:
-        a = partial.pop(choices.integer(draw, 0, len(partial) - 1))
-        b = partial.pop(choices.integer(draw, 0, len(partial) - 1))
+        a = partial.pop(s.integer(0, len(partial) - 1))
+        b = partial.pop(s.integer(0, len(partial) - 1))
         lines.append(f"%{prefix}{n} = add {a} {b}")
         partial.append(f"%{prefix}{n}")
         n += 1
     return partial[0]
-
-
-# The value of x, which receives the shares.
-_X_VALUES = st.floats(-4, 4, width=32)
 
 
 @st.composite
@@ -672,24 +683,25 @@ def order_sensitive_gradients(draw, *, min_shares: int = 3, max_shares: int = 6)
     drawn make two of these orders fold alike, one is mirrored, and where the constants
     drawn do not tell them apart, others are built that do: at most 1% of draws are thrown
     away. Shrinks towards three shares, the first constants and no shadow."""
-    count = choices.integer(draw, min_shares, max_shares)
-    constants = [choices.choose(draw, ORDER_CONSTANTS) for _ in range(count)]
+    s = choices.Stream(draw)
+    count = s.integer(min_shares, max_shares)
+    constants = [s.choose(ORDER_CONSTANTS) for _ in range(count)]
     lines = ["%xin = buffer slot=0 dtype=f32 shape=[]",
              f"%cin = buffer slot=1 dtype=f32 shape=[{count}]",
              "%out = buffer slot=2 dtype=f32 shape=[]", "%x = load %xin"]
     lines += [f"%c{k} = load %cin {k}" for k in range(count)]
     terms = []
     for k in range(count):
-        swap = draw(st.booleans())
+        swap = s.flip()
         lines.append(f"%t{k} = mul {'%c' + str(k) if swap else '%x'} "
                      f"{'%x' if swap else '%c' + str(k)}")
         terms.append(f"%t{k}")
-    y = _sum_tree(draw, lines, terms, "s")
+    y = _sum_tree(s, lines, terms, "s")
     ending = [f"%g = gradient {y} %x", "store %out %g"]
-    shadowed = draw(st.booleans())
+    shadowed = s.flip()
     root = y
     if shadowed:
-        shadow = _sum_tree(draw, lines, draw(st.permutations(terms)), "w")
+        shadow = _sum_tree(s, lines, s.order(terms), "w")
         lines += [f"%d = detach {shadow}", f"%y = add %d {y}"]
         ending[0] = "%g = gradient %y %x"
         root = "%y"
@@ -713,7 +725,7 @@ def order_sensitive_gradients(draw, *, min_shares: int = 3, max_shares: int = 6)
                      None)
     assume(constants is not None)  # only where none of the constants tried tells them
     bits = [_constant_bits(c) for c in constants]
-    x = draw(_X_VALUES)
+    x = smooth_f32(s)
     buffers = {0: np.array(x, np.float32), 1: exact.to_numpy_f32(bits),
                2: np.zeros((), np.float32)}
     statements = parse(source)
@@ -986,9 +998,9 @@ def invalid_gradients(draw, *, rules=errors.RULES, max_noise: int = 3) -> Case:
     a call on the path, a loss of shape [1], x an i32, a bool, a buffer or a shared literal, y
     or x depending on the range, a gradient in a function body. Valid noise surrounds it.
     Shrinks towards the first rule, its first disguise, and no noise."""
-    rule = choices.choose(draw, tuple(rules))
     w = Writer(draw, prune=False)
-    base = choices.choose(draw, SHAPES[:2])
+    rule = w.choose(tuple(rules))
+    base = w.choose(SHAPES[:2])
     w.input("f32", base)
     _noise(w, base, max_steps=max_noise)
     x = w.pick("f32", base, literal_ok=False)
@@ -1094,9 +1106,9 @@ def near_misses(draw, *, max_noise: int = 3) -> Case:
     or load off the path, or reachable only through detach or an i32 cast; x a load or a node
     with no rule; y not depending on x; a gradient inside a loop that depends on nothing of
     the loop; a detached loss. Shrinks towards the first kind and no noise."""
-    make = choices.choose(draw, NEAR_MISSES)
     w = Writer(draw, prune=False)
-    base = choices.choose(draw, SHAPES[:2])
+    make = w.choose(NEAR_MISSES)
+    base = w.choose(SHAPES[:2])
     x = w.input("f32", base)
     other = w.input("f32", base)
     _noise(w, base, max_steps=max_noise)

@@ -7,7 +7,6 @@ it is. Every strategy shrinks towards short tapes of small values, operands towa
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -15,7 +14,7 @@ from hypothesis import assume
 from hypothesis import strategies as st
 
 from gradient_conformance.generators import choices
-from gradient_conformance.generators.buffers import ANY_F32
+from gradient_conformance.generators.buffers import any_f32, simplest_first
 from gradient_conformance.reference import exact
 from gradient_conformance.reference.tape import LEAVES
 
@@ -30,18 +29,24 @@ class TapeCase:
 
 
 OPS = ("add", "mul")
-_SMOOTH_F32 = st.floats(-64.0, 64.0, width=32)
 
 
-@functools.cache
-def _extra_shares(most: int):
-    return st.lists(st.sampled_from((1.0, 0.25, 7.0, -2.0)), max_size=most)
+EXTRA_SHARES = (1.0, 0.25, 7.0, -2.0)
 
 
-def f32_values(*, smooth: bool = False):
-    """f32 values as Python floats: anything (NaN and infinities included), or, smooth, the
-    finite values between -64 and 64 that no product of a short tape overflows."""
-    return _SMOOTH_F32 if smooth else ANY_F32
+def f32_value(s: choices.Stream, *, smooth: bool = False) -> float:
+    """An f32 value as a Python float: anything (NaN and infinities included), or, smooth, a
+    finite value between -64 and 64, which no product of a short tape overflows: an f32 of
+    exponent -8 to 5 (or 0.0), shrinking towards 0.0, then short mantissas."""
+    if not smooth:
+        return any_f32(s)
+    if not s.flip():
+        return 0.0
+    k, e = s.integer(0, 2**23 - 1), s.choose(TAPE_EXPONENTS)
+    return (-1.0 if s.flip() else 1.0) * (2**23 + k) * 2.0 ** (e - 23)
+
+
+TAPE_EXPONENTS = simplest_first(-8, 5)
 
 
 @st.composite
@@ -50,14 +55,14 @@ def tapes(draw, *, min_entries: int = 1, max_entries: int = 12,
     """Valid tapes: an input first, then leaves, adds and muls of any earlier entries (an
     entry may use the same operand twice, or none may use it). Shrinks towards one input of
     0.0."""
-    size = choices.integer(draw, min_entries, max_entries)
-    tape: list = [["input", draw(f32_values(smooth=smooth))]]
+    s = choices.Stream(draw)
+    size = s.integer(min_entries, max_entries)
+    tape: list = [["input", f32_value(s, smooth=smooth)]]
     for k in range(1, size):
-        if choices.integer(draw, 0, 2) == 0:
-            tape.append([choices.choose(draw, LEAVES), draw(f32_values(smooth=smooth))])
+        if s.integer(0, 2) == 0:
+            tape.append([s.choose(LEAVES), f32_value(s, smooth=smooth)])
         else:
-            tape.append([choices.choose(draw, OPS), choices.integer(draw, 0, k - 1),
-                         choices.integer(draw, 0, k - 1)])
+            tape.append([s.choose(OPS), s.integer(0, k - 1), s.integer(0, k - 1)])
     return TapeCase(tape, None, f"a tape of {len(tape)} entries")
 
 
@@ -67,14 +72,14 @@ def single_use_tapes(draw, *, max_leaves: int = 6, smooth: bool = False) -> Tape
     the IR program with the same ops (reference.tape.to_program) gives the same bits. The
     leaves come first, then each add or mul takes two unused entries. Shrinks towards one
     leaf."""
-    leaves = choices.integer(draw, 1, max_leaves)
-    tape: list = [[choices.choose(draw, LEAVES), draw(f32_values(smooth=smooth))]
-                  for _ in range(leaves)]
+    s = choices.Stream(draw)
+    leaves = s.integer(1, max_leaves)
+    tape: list = [[s.choose(LEAVES), f32_value(s, smooth=smooth)] for _ in range(leaves)]
     unused = list(range(leaves))
     while len(unused) > 1:
-        i = unused.pop(choices.integer(draw, 0, len(unused) - 1))
-        j = unused.pop(choices.integer(draw, 0, len(unused) - 1))
-        tape.append([choices.choose(draw, OPS), i, j])
+        i = unused.pop(s.integer(0, len(unused) - 1))
+        j = unused.pop(s.integer(0, len(unused) - 1))
+        tape.append([s.choose(OPS), i, j])
         unused.append(len(tape) - 1)
     return TapeCase(tape, None, f"a tree of {leaves} leaves")
 
@@ -86,11 +91,12 @@ def order_sensitive_tapes(draw, *, max_extra: int = 3) -> TapeCase:
     so that one order cancels B first and keeps s, and the other absorbs s into B; up to
     `max_extra` more constants follow. The arrival order (the spec's: reversed program
     order) and program order give other bits. Shrinks towards the three core shares."""
-    big = choices.choose(draw, (1e8, 2.0**27, 2.0**30)) * choices.choose(draw, (1.0, -1.0))
-    small = choices.choose(draw, (1.0, 0.5, 3.0, -1.0))
-    constants = [big, -big, small] if draw(st.booleans()) else [small, big, -big]
-    constants += draw(_extra_shares(max_extra))
-    x = choices.choose(draw, (1.0, 0.5, -2.0))
+    s = choices.Stream(draw)
+    big = s.choose((1e8, 2.0**27, 2.0**30)) * s.choose((1.0, -1.0))
+    small = s.choose((1.0, 0.5, 3.0, -1.0))
+    constants = [big, -big, small] if s.flip() else [small, big, -big]
+    constants += [s.choose(EXTRA_SHARES) for _ in range(s.integer(0, max_extra))]
+    x = s.choose((1.0, 0.5, -2.0))
     tape: list = [["input", x]]
     products = []
     for c in constants:
@@ -135,7 +141,7 @@ def invalid_tapes(draw, *, max_entries: int = 6) -> TapeCase:
     operand that is not an earlier entry (later, itself, negative, not an integer), an
     unknown kind, a wrong number of fields, a value that is not a number. Shrinks towards
     the empty tape."""
-    how = choices.choose(draw, ("empty", *BREAKS))
+    how = choices.Stream(draw).choose(("empty", *BREAKS))
     if how == "empty":
         return TapeCase([], "empty", "the empty tape")
     base = draw(tapes(max_entries=max_entries)).tape

@@ -58,7 +58,8 @@ class Val:
 class Writer:
     def __init__(self, draw: Callable, *, exclude: frozenset[str] = frozenset(),
                  prune: bool = True):
-        self.draw, self.exclude, self.prune = draw, exclude, prune
+        self.stream = choices.Stream(draw)
+        self.exclude, self.prune = exclude, prune
         self.dtypes: tuple[str, ...] = ("f32", "i32", "bool")  # what steps may draw
         self.smooth = False  # inputs will be kept from kinks: write no max that must tie
         self.base: tuple[int, ...] | None = None  # the shape of new inputs (None: any)
@@ -80,16 +81,17 @@ class Writer:
         self.used: set[str] = set()  # values some later statement reads
 
     # --- choices ----------------------------------------------------------------------------
-    # Each one choice of Hypothesis's, shrinking towards the first option (or `low`, False).
+    # Each read from the stream (choices.py), shrinking towards the first option (or `low`,
+    # False).
 
     def integer(self, low: int, high: int) -> int:
-        return choices.integer(self.draw, low, high)
+        return self.stream.integer(low, high)
 
     def choose(self, options):
-        return choices.choose(self.draw, options)
+        return self.stream.choose(options)
 
     def flip(self) -> bool:
-        return choices.flip(self.draw)
+        return self.stream.flip()
 
     # --- text -------------------------------------------------------------------------------
 
