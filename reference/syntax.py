@@ -6,6 +6,7 @@ is the builder's business (build.py), so that one table of ops serves both.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -18,6 +19,7 @@ _WORD = r"[A-Za-z0-9_.+\-]+"
 _TOKEN = re.compile(rf"\s*(?:({NAME.pattern})|({FUNC.pattern})|([=\[\],])|({_WORD}))")
 _OPNAME = re.compile(r"[a-z][a-z0-9_]*")
 _KEY = re.compile(r"[a-z][a-z0-9_]*")
+_INTEGER = re.compile(r"-?\d+")
 # The reference's limit on one line (SPEC.md, "Limits"): a line of 10^6 tokens is an error,
 # not minutes of parsing.
 MAX_LINE_TOKENS = 10_000
@@ -68,35 +70,44 @@ def parse(text: str) -> list[Statement]:
 
 def literal(text: str, line: int = 0) -> Operand:
     """Decode a literal token (SPEC.md, "Literals"), or raise ParseError."""
+    decoded = _decoded(text)
+    if isinstance(decoded, str):
+        raise ParseError(line, text, decoded)
+    return decoded
+
+
+@functools.lru_cache(maxsize=4096)
+def _decoded(text: str) -> Operand | str:
+    """A literal token's operand, or what is wrong with it. Remembered: a program repeats
+    its few literals, and reading a decimal exactly is the dearest step of a parse. The
+    operand is frozen and depends on the text alone, so no state passes between parses."""
     if text in ("true", "false"):
         return Operand("bool", text, text == "true")
-    if re.fullmatch(r"-?\d+", text):
+    if _INTEGER.fullmatch(text):
         try:
             return Operand("i32", text, exact.i32_from_text(text))
         except OverflowError:
-            raise ParseError(line, text, "i32 literal out of range: it must lie in "
-                             "[-2147483648, 2147483647]; write it with a '.' for an f32") from None
+            return ("i32 literal out of range: it must lie in [-2147483648, 2147483647]; "
+                    "write it with a '.' for an f32")
     try:
         return Operand("f32", text, exact.f32_from_text(text))
     except ValueError:
-        raise ParseError(line, text, "expected an operand: a %name or a literal "
-                         "(2.0, -1e-3, inf, nan, 7, true)") from None
+        return "expected an operand: a %name or a literal (2.0, -1e-3, inf, nan, 7, true)"
 
 
 def _lex(line: int, code: str) -> list[str]:
     tokens, pos = [], 0
-    while pos < len(code):
-        if code[pos:].strip() == "":
+    for match in _TOKEN.finditer(code):
+        if match.start() != pos:  # a gap: something no token starts with
             break
-        match = _TOKEN.match(code, pos)
-        if match is None or match.end() == pos:
-            bad = code[pos:].strip()[:1]
-            raise ParseError(line, bad, "unexpected character; expected a %name, an @function, "
-                             "an op, a literal or key=value")
         tokens.append(match.group(match.lastindex))
         if len(tokens) > MAX_LINE_TOKENS:
             raise ParseError(line, tokens[-1], f"more than {MAX_LINE_TOKENS} tokens on one line")
         pos = match.end()
+    if code[pos:].strip():
+        bad = code[pos:].strip()[:1]
+        raise ParseError(line, bad, "unexpected character; expected a %name, an @function, "
+                         "an op, a literal or key=value")
     return tokens
 
 
@@ -160,7 +171,7 @@ def _attr_value(line: int, tokens: list[str], pos: int) -> tuple[object, int]:
                     raise ParseError(line, tokens[-1], "expected an integer after ','")
             items.append(_list_int(line, tokens[pos]))
             pos += 1
-    if re.fullmatch(r"-?\d+", token):
+    if _INTEGER.fullmatch(token):
         return _list_int(line, token), pos + 1
     if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", token):
         return token, pos + 1
@@ -169,7 +180,7 @@ def _attr_value(line: int, tokens: list[str], pos: int) -> tuple[object, int]:
 
 
 def _list_int(line: int, token: str) -> int:
-    if not re.fullmatch(r"-?\d+", token):
+    if not _INTEGER.fullmatch(token):
         raise ParseError(line, token, "expected an integer")
     if len(token.lstrip("-").lstrip("0")) > 10:
         raise ParseError(line, token, "integer too large: at most 2147483647")
