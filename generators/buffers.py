@@ -118,6 +118,10 @@ def poisoned(declared: tuple[str, tuple[int, ...]]) -> np.ndarray:
     return np.full(shape, POISON, np.uint32).view(NUMPY[dtype])
 
 
+# What a build or a run over the reals that fails raises: no distance to measure.
+_FAILED = (IRError, ArithmeticError, ValueError)
+
+
 def kink_distance(source: str, buffers: dict[int, np.ndarray]) -> float:
     """How close the program's run on these inputs comes to a kink, measured over the reals
     (reference/realvalued.py): inf when it meets none, 0 when the run fails."""
@@ -126,13 +130,21 @@ def kink_distance(source: str, buffers: dict[int, np.ndarray]) -> float:
 
 def distance_to_kink(statements, buffers: dict[int, np.ndarray]) -> float:
     """kink_distance, for a program already parsed."""
-    real = Real(30)
     try:
         program = build_program(statements)
+    except _FAILED:
+        return 0.0
+    return _margin(program, buffers)
+
+
+def _margin(program, buffers: dict[int, np.ndarray]) -> float:
+    """distance_to_kink, for a program already built."""
+    real = Real(30)
+    try:
         memory = {slot: from_numpy(array, program.buffers[slot].dtype, real)
                   for slot, array in buffers.items()}
         Interpreter(program, real).run(memory)
-    except (IRError, ArithmeticError, ValueError):
+    except _FAILED:
         return 0.0
     return real.margin
 
@@ -206,9 +218,14 @@ def fill(draw, statements, *, mode: str = "anything", min_kink_distance: float =
         return _deal(arrays, dealt_slots, f32_values, 0), None
     # Dealt values that bring the run near a kink are dealt again from the next one on,
     # before the draw is thrown away: another dealing is another point of the same program.
+    # The program is built once for all its dealings.
+    try:
+        program = build_program(statements)
+    except _FAILED:
+        assume(False)
     for turn in range(DEALINGS if dealt_slots else 1):
         dealt = _deal(arrays, dealt_slots, f32_values, turn)
-        distance = distance_to_kink(statements, dealt)
+        distance = _margin(program, dealt)
         if distance >= min_kink_distance:
             return dealt, distance
     assume(False)
