@@ -9,7 +9,6 @@ the earliest values and the first literals.
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -331,4 +330,5 @@ def pruned(source: str) -> tuple[str, list[Statement]]:
         if s.op == "end" and s.operands and s.operands[0].kind == "func":
             skipping = False
     return ("\n".join(line for _, line in kept) + "\n",
-            [dataclasses.replace(s, line=k) for k, (s, _) in enumerate(kept, start=1)])
+            [Statement(k, s.target, s.op, s.operands, s.attrs)
+             for k, (s, _) in enumerate(kept, start=1)])
