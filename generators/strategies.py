@@ -578,6 +578,12 @@ def programs(draw, *, min_steps: int = 1, max_steps: int = 12, exclude=frozenset
     others); `dtypes` the dtypes values may have (f32 always; range counters and indices are
     i32 regardless). Shrinks towards fewer steps, the simplest kinds of step (f32 mul
     first), the first shape, and the earliest values."""
+    return _program(draw, min_steps, max_steps, exclude, shapes, dtypes, inputs)
+
+
+def _program(draw, min_steps, max_steps, exclude, shapes, dtypes, inputs) -> Case:
+    """A programs() case, drawn with the caller's draw: a strategy drawn from inside another
+    would be made, and validated, anew for every case (choices.py)."""
     w = _write(draw, steps="program", min_steps=min_steps, max_steps=max_steps,
                exclude=exclude, min_gradients=0, store_values=True, shapes=shapes,
                dtypes=dtypes)
@@ -590,9 +596,8 @@ def exact_programs(draw, *, min_steps: int = 1, max_steps: int = 12, exclude=fro
                    ) -> Case:
     """programs() without exp2, log2 and sin: what an implementation that rounds only the IEEE
     basic operations correctly must still get right bit for bit. Shrinks as programs()."""
-    return draw(programs(min_steps=min_steps, max_steps=max_steps,
-                         exclude=frozenset(exclude) | TRANSCENDENTAL, shapes=shapes,
-                         dtypes=dtypes, inputs=inputs))
+    return _program(draw, min_steps, max_steps, frozenset(exclude) | TRANSCENDENTAL, shapes,
+                    dtypes, inputs)
 
 
 def _smooth_values(s: choices.Stream) -> list[float]:

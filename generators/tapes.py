@@ -55,7 +55,12 @@ def tapes(draw, *, min_entries: int = 1, max_entries: int = 12,
     """Valid tapes: an input first, then leaves, adds and muls of any earlier entries (an
     entry may use the same operand twice, or none may use it). Shrinks towards one input of
     0.0."""
-    s = choices.Stream(draw)
+    return _tape(choices.Stream(draw), min_entries, max_entries, smooth)
+
+
+def _tape(s: choices.Stream, min_entries: int, max_entries: int, smooth: bool) -> TapeCase:
+    """A tapes() case, read from the caller's stream (a strategy drawn from inside another
+    would be made, and validated, anew for every case: choices.py)."""
     size = s.integer(min_entries, max_entries)
     tape: list = [["input", f32_value(s, smooth=smooth)]]
     for k in range(1, size):
@@ -120,18 +125,17 @@ def _bits(value: float) -> int:
 
 # How to break a valid tape of k entries: one more entry, and the kind of TapeError it raises.
 BREAKS = {
-    "operand-later": lambda draw, k: (["add", 0, k + draw(st.integers(1, 3))], "operand"),
-    "operand-self": lambda draw, k: ([draw(st.sampled_from(("add", "mul"))),
-                                      draw(st.sampled_from([0, k])), k], "operand"),
-    "operand-negative": lambda draw, k: (["mul", draw(st.integers(-3, -1)), 0], "operand"),
-    "operand-not-int": lambda draw, k: (["add", 0, draw(st.sampled_from(
-        [0.0, 1.5, "0", None, True]))], "operand"),
-    "unknown-kind": lambda draw, k: ([draw(st.sampled_from(
-        ["sub", "Add", "input ", "neg", "", "gradient", None, 1])), 0, 0], "kind"),
-    "wrong-arity": lambda draw, k: (draw(st.sampled_from(
-        [["add", 0], ["mul", 0, 0, 0], ["input"], ["const", 1.0, 2.0], []])), "entry"),
-    "bad-value": lambda draw, k: ([draw(st.sampled_from(LEAVES)), draw(st.sampled_from(
-        ["1.0", None, [1.0], True]))], "value"),
+    "operand-later": lambda s, k: (["add", 0, k + s.integer(1, 3)], "operand"),
+    "operand-self": lambda s, k: ([s.choose(("add", "mul")), s.choose((0, k)), k], "operand"),
+    "operand-negative": lambda s, k: (["mul", -s.integer(1, 3), 0], "operand"),
+    "operand-not-int": lambda s, k: (["add", 0, s.choose((0.0, 1.5, "0", None, True))],
+                                     "operand"),
+    "unknown-kind": lambda s, k: ([s.choose(("sub", "Add", "input ", "neg", "", "gradient",
+                                             None, 1)), 0, 0], "kind"),
+    "wrong-arity": lambda s, k: (s.choose((["add", 0], ["mul", 0, 0, 0], ["input"],
+                                           ["const", 1.0, 2.0], [])), "entry"),
+    "bad-value": lambda s, k: ([s.choose(LEAVES), s.choose(("1.0", None, [1.0], True))],
+                               "value"),
 }
 
 
@@ -141,9 +145,10 @@ def invalid_tapes(draw, *, max_entries: int = 6) -> TapeCase:
     operand that is not an earlier entry (later, itself, negative, not an integer), an
     unknown kind, a wrong number of fields, a value that is not a number. Shrinks towards
     the empty tape."""
-    how = choices.Stream(draw).choose(("empty", *BREAKS))
+    s = choices.Stream(draw)
+    how = s.choose(("empty", *BREAKS))
     if how == "empty":
         return TapeCase([], "empty", "the empty tape")
-    base = draw(tapes(max_entries=max_entries)).tape
-    entry, kind = BREAKS[how](draw, len(base))
+    base = _tape(s, 1, max_entries, smooth=False).tape
+    entry, kind = BREAKS[how](s, len(base))
     return TapeCase([*base, entry], kind, f"{how}: {entry!r} after {len(base)} valid entries")
