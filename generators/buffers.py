@@ -201,19 +201,20 @@ def fill(draw, statements, *, mode: str = "anything", min_kink_distance: float =
         # a scalar slot gets) keeps the value that still matters.
         f32_values = sorted(f32_values, key=lambda v: -abs(v))
     stored_only = output_only(statements)
-    stream = choices.Stream(draw)
+    drawn = []
     for slot, (dtype, shape) in sorted(slots_of(statements).items()):
-        size = math.prod(shape)
         if slot in stored_only and dtype != "bool":
             arrays[slot] = poisoned((dtype, shape))
         elif dtype == "f32" and f32_values:
             dealt_slots.append((slot, shape))
         else:
-            # A slot's elements in one chunk, which the shrinker takes to zeros whole.
-            stream.chunk = ELEMENT_BYTES * size
-            stream.fresh()
-            values = [ELEMENTS[dtype, mode](stream) for _ in range(size)]
-            arrays[slot] = np.array(values, dtype=NUMPY[dtype]).reshape(shape)
+            drawn.append((slot, dtype, shape))
+    # Every drawn element from one chunk: one choice for all the buffers, which the shrinker
+    # takes to zeros byte by byte.
+    stream = choices.Stream(draw, ELEMENT_BYTES * sum(math.prod(s) for _, _, s in drawn))
+    for slot, dtype, shape in drawn:
+        values = [ELEMENTS[dtype, mode](stream) for _ in range(math.prod(shape))]
+        arrays[slot] = np.array(values, dtype=NUMPY[dtype]).reshape(shape)
     if mode != "smooth":
         return _deal(arrays, dealt_slots, f32_values, 0), None
     # Dealt values that bring the run near a kink are dealt again from the next one on,
