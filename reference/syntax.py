@@ -64,8 +64,33 @@ def parse(text: str) -> list[Statement]:
     for number, raw in enumerate(text.splitlines(), start=1):
         code = raw.split("#", 1)[0]
         if code.strip():
-            statements.append(_parse_line(number, code))
+            statements.append(_statement(number, code))
     return statements
+
+
+def _statement(line: int, code: str) -> Statement:
+    """The statement on a line: its parse without the line number, remembered, numbered.
+    Programs repeat their lines (buffers, loads, the generators' names), and a statement is
+    frozen and depends on its text alone, so no state passes between parses. A long line is
+    not remembered, nor one that does not parse: it is parsed again for its error, which
+    names the line."""
+    code = code.strip()
+    parsed = _parsed(code) if len(code) <= MAX_REMEMBERED else None
+    if parsed is None:
+        return _parse_line(line, code)
+    return Statement(line, *parsed)
+
+
+MAX_REMEMBERED = 200  # characters of a line whose parse is remembered
+
+
+@functools.lru_cache(maxsize=8192)
+def _parsed(code: str) -> tuple | None:
+    try:
+        s = _parse_line(0, code)
+    except ParseError:
+        return None
+    return s.target, s.op, s.operands, s.attrs
 
 
 def literal(text: str, line: int = 0) -> Operand:
