@@ -31,10 +31,9 @@ POISON = 0x7FC0DEAD
 # How many ways a smooth case's drawn values are dealt before the draw is thrown away.
 DEALINGS = 3
 
+
 # Every element is read from a stream of small choices (choices.py), simplest kind first, so
 # that a shrunk buffer holds +0.0 (the first special), 0 or false.
-
-
 def simplest_first(low: int, high: int) -> tuple[int, ...]:
     """The integers low..high, 0 first, then -1, 1, -2, 2, ..."""
     return tuple(sorted(range(low, high + 1), key=lambda e: (abs(e), e > 0)))
@@ -88,12 +87,11 @@ ELEMENTS = {
     ("i32", "anything"): any_i32,
     ("i32", "smooth"): lambda s: s.signed(8),
     ("bool", "anything"): choices.Stream.flip, ("bool", "smooth"): choices.Stream.flip}
-# The bytes an element may read at the most: a slot's elements come in one chunk.
+# The bytes an element reads at the most: a case's drawn elements come in one chunk.
 ELEMENT_BYTES = 6
 
-# The same, as strategies of one value, for lists of them (tapes, the forward checks, vectors).
+# Any f32 as a strategy of one value, for lists of them (the forward checks, vectors).
 ANY_F32 = choices.stream_of(any_f32, ELEMENT_BYTES)
-SMOOTH_F32 = choices.stream_of(smooth_f32, ELEMENT_BYTES)
 
 
 def output_only_slots(source: str) -> set[int]:

@@ -29,9 +29,8 @@ class TapeCase:
 
 
 OPS = ("add", "mul")
-
-
 EXTRA_SHARES = (1.0, 0.25, 7.0, -2.0)
+TAPE_EXPONENTS = simplest_first(-8, 5)  # of a smooth value
 
 
 def f32_value(s: choices.Stream, *, smooth: bool = False) -> float:
@@ -44,9 +43,6 @@ def f32_value(s: choices.Stream, *, smooth: bool = False) -> float:
         return 0.0
     k, e = s.integer(0, 2**23 - 1), s.choose(TAPE_EXPONENTS)
     return (-1.0 if s.flip() else 1.0) * (2**23 + k) * 2.0 ** (e - 23)
-
-
-TAPE_EXPONENTS = simplest_first(-8, 5)
 
 
 @st.composite
