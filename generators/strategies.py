@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import itertools
 from collections.abc import Callable
+from contextvars import ContextVar
 
 import numpy as np
 from hypothesis import assume
@@ -505,15 +506,30 @@ STEP_SETS = {"program": PROGRAM_STEPS, "differentiable": DIFFERENTIABLE_STEPS}
 # --- whole programs ---------------------------------------------------------------------------
 
 
-def _step(w: Writer, steps, base, forced: bool) -> bool:
+# The writer of the program being drawn. A step strategy takes only plain values (a step
+# set's name, a shape, a flag), never the writer or functions: their reprs hold memory
+# addresses, and a strategy's arguments must be the same in every process for derandomized
+# runs to repeat. Being plain values, they also let each step's strategy be made once
+# (functools.cache), as choices.py says why.
+_WRITER: ContextVar[Writer] = ContextVar("writer")
+
+
+@functools.cache
+@st.composite
+def _step(draw, step_set: str, base, forced: bool) -> bool:
     """One step, or the end of the program (False). Its choices, the continue flag included,
-    are read from a chunk of their own, which is one span of Hypothesis's choices, so the
-    shrinker can delete a whole step. (A step that reads past its chunk goes on in another:
-    a step of the ones here reads fewer than 16 bytes, but for a loop's body or a call.)"""
+    form one span of Hypothesis's choices, so the shrinker can delete a whole step."""
+    w = _WRITER.get()
+    outer, w.stream.draw = w.stream.draw, draw
     w.stream.fresh()
-    if not forced and w.integer(0, 5) == 0:
-        return False
-    w.choose(steps)(w, base)
+    try:
+        if not forced and w.integer(0, 5) == 0:
+            return False
+        w.choose(STEP_SETS[step_set])(w, base)
+    finally:
+        # What follows reads a chunk of its own, outside the step's span.
+        w.stream.draw = outer
+        w.stream.fresh()
     return True
 
 
@@ -529,15 +545,18 @@ def _write(draw, *, steps, min_steps, max_steps, exclude, min_gradients, store_v
     w.smooth = reached_only
     for _ in range(inputs):
         w.input("f32", base)
-    # A step that finds nothing to write on (a gradient with no f32 value yet) is not one of
-    # the min_steps: a program of none is no case.
-    taken = 0
-    for _ in range(max_steps):
-        before = len(w.body)
-        if not _step(w, STEP_SETS[steps], base, taken < min_steps):
-            break
-        taken += len(w.body) > before
-    w.stream.fresh()  # what follows reads a chunk of its own, apart from the last step's
+    token = _WRITER.set(w)
+    try:
+        # A step that finds nothing to write on (a gradient with no f32 value yet) is not
+        # one of the min_steps: a program of none is no case.
+        taken = 0
+        for _ in range(max_steps):
+            before = len(w.body)
+            if not draw(_step(steps, base, taken < min_steps)):
+                break
+            taken += len(w.body) > before
+    finally:
+        _WRITER.reset(token)
     wanted = min_gradients + (w.integer(0, 1) if min_gradients else 0)
     for _ in range(4 * max(wanted, 1)):
         if w.gradients >= wanted:

@@ -9,6 +9,7 @@ the earliest values and the first literals.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -330,5 +331,4 @@ def pruned(source: str) -> tuple[str, list[Statement]]:
         if s.op == "end" and s.operands and s.operands[0].kind == "func":
             skipping = False
     return ("\n".join(line for _, line in kept) + "\n",
-            [Statement(k, s.target, s.op, s.operands, s.attrs)
-             for k, (s, _) in enumerate(kept, start=1)])
+            [dataclasses.replace(s, line=k) for k, (s, _) in enumerate(kept, start=1)])
