@@ -521,15 +521,12 @@ def _step(draw, step_set: str, base, forced: bool) -> bool:
     form one span of Hypothesis's choices, so the shrinker can delete a whole step."""
     w = _WRITER.get()
     outer, w.stream.draw = w.stream.draw, draw
-    w.stream.fresh()
     try:
         if not forced and w.integer(0, 5) == 0:
             return False
         w.choose(STEP_SETS[step_set])(w, base)
     finally:
-        # What follows reads a chunk of its own, outside the step's span.
         w.stream.draw = outer
-        w.stream.fresh()
     return True
 
 

@@ -9,7 +9,6 @@ the earliest values and the first literals.
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -58,7 +57,7 @@ class Val:
 class Writer:
     def __init__(self, draw: Callable, *, exclude: frozenset[str] = frozenset(),
                  prune: bool = True):
-        self.stream = choices.Stream(draw)
+        self.stream = choices.Stream(draw, packed=False)
         self.exclude, self.prune = exclude, prune
         self.dtypes: tuple[str, ...] = ("f32", "i32", "bool")  # what steps may draw
         self.smooth = False  # inputs will be kept from kinks: write no max that must tie
@@ -331,4 +330,5 @@ def pruned(source: str) -> tuple[str, list[Statement]]:
         if s.op == "end" and s.operands and s.operands[0].kind == "func":
             skipping = False
     return ("\n".join(line for _, line in kept) + "\n",
-            [dataclasses.replace(s, line=k) for k, (s, _) in enumerate(kept, start=1)])
+            [Statement(k, s.target, s.op, s.operands, s.attrs)
+             for k, (s, _) in enumerate(kept, start=1)])
