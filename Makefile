@@ -79,6 +79,7 @@ bench: $(TEST)
 	$(PY) -m benchmarks.suite_modes
 	$(PY) -m benchmarks.protocol_cost
 	$(PY) -m benchmarks.cluster_rate
+	$(PY) -m benchmarks.shrink_sizes
 
 lint: $(TEST)
 	$(VENV)/bin/ruff check .

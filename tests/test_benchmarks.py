@@ -95,3 +95,17 @@ def test_draw_rates_count_the_choices_a_case_takes():
     assert pair.choices == 2
     table = rates_table({"three": three, "pair": pair}).splitlines()
     assert table[0].split()[:2] == ["strategy", "cases/s"] and table[1].startswith("three")
+
+
+def test_the_shrink_script_prints_what_each_fault_shrank_to():
+    """One seed of each fault, so that the script is known to run; the sizes it prints are
+    figures. A program that shows either fault has at least six statements: an input and an
+    output buffer, a load, an op whose rule differs, the gradient and its store."""
+    run = subprocess.run([sys.executable, "-m", "benchmarks.shrink_sizes", "--seeds", "1"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stderr[-3000:]
+    lines = run.stdout.splitlines()
+    assert [line.split()[0] for line in lines] == ["recip_form", "reversed_fold"], run.stdout
+    for line in lines:
+        size = line.split("seeds 1-1: ")[1].split(";")[0]
+        assert size.isdigit() and int(size) >= 6, line
