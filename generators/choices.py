@@ -62,10 +62,6 @@ class Stream:
         self.draw, self.chunk, self.packed = draw, chunk, packed
         self._bytes, self._at = b"", 0
 
-    def fresh(self) -> None:
-        """Start the next choice in a chunk of its own (drawn in the current span)."""
-        self._at = len(self._bytes)
-
     def integer(self, low: int, high: int) -> int:
         """An integer in [low, high], shrinking towards low: one choice of Hypothesis's, or
         as many bytes as the range needs (one for a range of one: the module says why)."""
