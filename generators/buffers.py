@@ -43,17 +43,24 @@ SMOOTH_EXPONENTS = simplest_first(-10, 1)
 MODERATE_EXPONENTS = simplest_first(-8, 8)
 
 
+def normal_f32(s: choices.Stream, exponents: tuple[int, ...]) -> float:
+    """A normal f32, signed: (2^23 + k) * 2^(e - 23) with e one of `exponents`, whose
+    mantissa's low bytes shrink away (towards 1.0 * 2^e, positive, the first exponent)."""
+    negative, e, k = s.flip(), s.choose(exponents), s.integer(0, 2**23 - 1)
+    return (-1.0 if negative else 1.0) * (2**23 + k) * 2.0 ** (e - 23)
+
+
 def smooth_f32(s: choices.Stream) -> float:
     """A smooth f32 input in [-4, 4], exact in f32, with a random mantissa and exponent:
-    (2^24 - 1 - k) * 2^(e - 23), or (2^23 + k) * 2^(e - 23). Values like 1.0 add and
-    multiply exactly and would hide every question of rounding order, so the first form
-    comes first and its shrink target (k = 0) is the all-ones mantissa, 1.9999999 * 2^e:
-    a shrunk counterexample keeps inputs that round. The second form reaches the short
-    mantissas (0.5, 1.5, 3.0)."""
-    short = s.flip()
+    (2^24 - 1 - k) * 2^(e - 23), or a normal_f32. Values like 1.0 add and multiply exactly
+    and would hide every question of rounding order, so the first form comes first and its
+    shrink target (k = 0) is the all-ones mantissa, 1.9999999 * 2^e: a shrunk counterexample
+    keeps inputs that round. The second form reaches the short mantissas (0.5, 1.5, 3.0)."""
+    if s.flip():
+        return normal_f32(s, SMOOTH_EXPONENTS)
     k = s.integer(0, 2**23 - 1)
-    magnitude = (2**23 + k) if short else (2**24 - 1 - k)
-    return (-1.0 if s.flip() else 1.0) * magnitude * 2.0 ** (s.choose(SMOOTH_EXPONENTS) - 23)
+    return (-1.0 if s.flip() else 1.0) * (2**24 - 1 - k) * \
+        2.0 ** (s.choose(SMOOTH_EXPONENTS) - 23)
 
 
 def any_f32(s: choices.Stream) -> float:
@@ -65,8 +72,7 @@ def any_f32(s: choices.Stream) -> float:
     if kind == 0:
         return exact.decode(s.choose(SPECIAL_F32))
     if kind == 1:
-        negative, e, k = s.flip(), s.choose(MODERATE_EXPONENTS), s.integer(0, 2**23 - 1)
-        return (-1.0 if negative else 1.0) * (2**23 + k) * 2.0 ** (e - 23)
+        return normal_f32(s, MODERATE_EXPONENTS)
     bits = s.integer(0, 2**32 - 1)
     if (bits >> 23) & 0xFF == 0xFF:
         bits ^= 1 << 23

@@ -14,7 +14,7 @@ from hypothesis import assume
 from hypothesis import strategies as st
 
 from gradient_conformance.generators import choices
-from gradient_conformance.generators.buffers import any_f32, simplest_first
+from gradient_conformance.generators.buffers import any_f32, normal_f32, simplest_first
 from gradient_conformance.reference import exact
 from gradient_conformance.reference.tape import LEAVES
 
@@ -39,10 +39,7 @@ def f32_value(s: choices.Stream, *, smooth: bool = False) -> float:
     exponent -8 to 5 (or 0.0), shrinking towards 0.0, then short mantissas."""
     if not smooth:
         return any_f32(s)
-    if not s.flip():
-        return 0.0
-    k, e = s.integer(0, 2**23 - 1), s.choose(TAPE_EXPONENTS)
-    return (-1.0 if s.flip() else 1.0) * (2**23 + k) * 2.0 ** (e - 23)
+    return normal_f32(s, TAPE_EXPONENTS) if s.flip() else 0.0
 
 
 @st.composite
