@@ -27,29 +27,27 @@ def shrunk(fault: str, seed: int, examples: int) -> str:
     showed the fault."""
     import importlib
 
-    import numpy as np
     from hypothesis import HealthCheck, given, settings
     from hypothesis import seed as seeded
 
     from gradient_conformance import reference
     from gradient_conformance.generators import differentiable_programs
+    from gradient_conformance.reference.cases import same_bits
 
     faulty = importlib.import_module(f"gradient_conformance.implementations.faults.{fault}")
     found = []
 
-    def bits(run, case):
-        out = run({k: v.copy() for k, v in case.buffers.items()})
-        return {k: np.asarray(v).view(np.uint32) for k, v in out.items()
-                if np.asarray(v).dtype == np.float32}
+    def outputs(run, case):
+        return run({k: v.copy() for k, v in case.buffers.items()})
 
     @settings(max_examples=examples, database=None, deadline=None, report_multiple_bugs=False,
               suppress_health_check=list(HealthCheck))
     @seeded(seed)
     @given(differentiable_programs())
     def search(case):
-        want = bits(reference.build(case.source), case)
-        got = bits(faulty.build(case.source), case)
-        if any(not np.array_equal(want[k], got[k]) for k in want):
+        want = outputs(reference.build(case.source), case)
+        got = outputs(faulty.build(case.source), case)
+        if any(not same_bits(want[k], got[k]) for k in want):
             found.append(case.source)
             raise AssertionError("the fault shows")
 
