@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from benchmarks.conftest import MEDIANS, ROUNDS, inputs, source_of
-from gradient_conformance.generators.writer import features_of
+from gradient_conformance.reference.ops import features_of
 
 
 def _skip_unsupported(implementation, source):

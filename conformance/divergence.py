@@ -23,9 +23,9 @@ from gradient_conformance.conformance.diagnosis.locate import Location, cone, lo
 from gradient_conformance.conformance.outcome import compare
 from gradient_conformance.conformance.running import Finding
 from gradient_conformance.conformance.transports.loading import Abandoned
-from gradient_conformance.generators.writer import FEATURES
 from gradient_conformance.reference import cases, exact
 from gradient_conformance.reference.errors import IRError
+from gradient_conformance.reference.ops import FEATURES
 from gradient_conformance.reference.printer import format_expanded, format_trace
 from gradient_conformance.reference.program import Define, Program, walk
 from gradient_conformance.reference.rules import rule_key

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gradient_conformance.generators.buffers import POISON
 from gradient_conformance.reference import exact
+from gradient_conformance.reference.ops import POISON
 from gradient_conformance.reports.records import Element
 
 MAX_ELEMENTS = 16  # differing elements kept for a record; the count of the rest is given

@@ -15,12 +15,15 @@ xdist controller, sees every worker's.
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import pathlib
+import re
 import shlex
 import sys
 import time
+from dataclasses import dataclass
 
 import pytest
 
@@ -56,6 +59,32 @@ def _positive_seconds(text: str) -> float:
     if not value > 0:
         raise argparse.ArgumentTypeError("the timeout must be more than 0 seconds")
     return value
+
+
+class Hooks:
+    """The hooks this plugin declares, for plugins that extend a run of the suite (fuzz's
+    FuzzLoop is one): pytest calls them in the process that writes the reports."""
+
+    @staticmethod
+    @pytest.hookspec
+    def pytest_gradient_conformance_loaded(implementation: dict) -> None:
+        """The implementation under test was loaded: its name, version, spec and
+        capabilities."""
+
+    @staticmethod
+    @pytest.hookspec
+    def pytest_gradient_conformance_record(record: dict) -> None:
+        """A check ended: its record (outcome, what it measured, its divergence as JSON)."""
+
+    @staticmethod
+    @pytest.hookspec(firstresult=True)
+    def pytest_gradient_conformance_keep_cases() -> bool | None:
+        """Whether the run saves each divergence as a case file (default: yes); a plugin
+        that keeps a store of its own answers False."""
+
+
+def pytest_addhooks(pluginmanager):
+    pluginmanager.add_hookspecs(Hooks)
 
 
 def pytest_addoption(parser):
@@ -114,6 +143,7 @@ class Run:
         self.hung = 0  # checks in a row in which the implementation timed out
         self.written: list[pathlib.Path] = []
         self.impl = None
+        self.settings = None  # the checks' Hypothesis settings (check_settings)
 
     def _cases_dir(self) -> pathlib.Path:
         option = self.config.getoption
@@ -139,8 +169,14 @@ class Run:
     # Hooks of this run, registered as a plugin of its own when --impl is given.
 
     def pytest_sessionstart(self, session):
-        if _worker_id(self.config) is None and self.config.getoption("dist", "no") != "no":
-            self.impl.close()  # the xdist controller runs no check: it only needed to ask
+        if _worker_id(self.config) is not None:
+            return
+        impl = self.impl
+        self.config.hook.pytest_gradient_conformance_loaded(implementation={
+            "name": impl.name, "version": impl.version, "spec": impl.spec,
+            "capabilities": impl.capabilities})
+        if self.config.getoption("dist", "no") != "no":
+            impl.close()  # the xdist controller runs no check: it only needed to ask
 
     def pytest_runtest_logreport(self, report):
         """Where the reports are written (not in an xdist worker), take each check's
@@ -149,7 +185,9 @@ class Run:
             return
         for name, value in report.user_properties:
             if name == PROPERTY:
-                self.take(json.loads(value))
+                record = json.loads(value)
+                self.take(record)
+                self.config.hook.pytest_gradient_conformance_record(record=record)
 
     def pytest_sessionfinish(self, session, exitstatus):
         if _worker_id(self.config) is not None or self.totals is None:
@@ -250,6 +288,36 @@ def _worker_id(config) -> str | None:
     return getattr(config, "workerinput", {}).get("workerid")
 
 
+def check_settings(profile: dict, max_examples: int | None, *, shrink: bool):
+    """The Hypothesis settings of the suite's generated checks: the profile's, over
+    Hypothesis's own defaults (not over whatever profile the session loaded), every health
+    check suppressed. They are applied to each check alone (`generated_with`), never loaded
+    for the session, so a user's own Hypothesis tests in the same run keep theirs."""
+    from hypothesis import HealthCheck, Phase, settings
+    values = dict(profile)
+    if max_examples:
+        values["max_examples"] = max_examples
+    if not shrink:
+        values["phases"] = [Phase.explicit, Phase.reuse, Phase.generate]
+    return settings(settings.get_profile("default"), suppress_health_check=list(HealthCheck),
+                    **values)
+
+
+def generated_with(test, chosen):
+    """A generated check (`@given(data=st.data())`, SPEC.md, "The conformance suite") given
+    anew from its inner test, under the settings `chosen`: the check's module function is
+    left as it was, so the next session (or fuzz's batches) wraps it again. The database key
+    and the derandomized seed come from the inner test, so they are the same as before."""
+    from hypothesis import given
+    from hypothesis import strategies as st
+    return chosen(given(data=st.data())(test.hypothesis.inner_test))
+
+
+def is_generated(item) -> bool:
+    """Whether a collected check is one Hypothesis drives."""
+    return hasattr(getattr(item, "obj", None), "hypothesis")
+
+
 RUN_KEY = pytest.StashKey["Run | None"]()
 SPECS_KEY = pytest.StashKey["list[str]"]()
 
@@ -260,19 +328,12 @@ def pytest_configure(config):
     config.stash[RUN_KEY] = None
     if len(specs) != 1:
         return  # none: inert; several: for benchmarks/ (the suite refuses them at collection)
-    from hypothesis import HealthCheck, Phase, settings
-
     from gradient_conformance import resource
     from gradient_conformance.conformance.transports.loading import LoadFailed, load
     run = Run(config, specs[0])
-    values = dict(PROFILES[run.profile])
-    if config.getoption("--conformance-max-examples"):
-        values["max_examples"] = config.getoption("--conformance-max-examples")
-    if config.getoption("--conformance-no-shrink"):
-        values["phases"] = [Phase.explicit, Phase.reuse, Phase.generate]
-    settings.register_profile("gradient-conformance", suppress_health_check=list(HealthCheck),
-                              **values)
-    settings.load_profile("gradient-conformance")
+    run.settings = check_settings(PROFILES[run.profile],
+                                  config.getoption("--conformance-max-examples"),
+                                  shrink=not config.getoption("--conformance-no-shrink"))
     if not any(resource("cases").rglob("*.ir")):
         raise pytest.UsageError(f"the package's case files are missing from "
                                 f"{resource('cases')}: a broken install")
@@ -283,6 +344,8 @@ def pytest_configure(config):
                         base=str(run.base))
     except LoadFailed as problem:
         raise pytest.UsageError(f"--impl={run.spec}: could not load it: {problem}") from None
+    if config.hook.pytest_gradient_conformance_keep_cases() is False:
+        run.cases_dir = None
     config.stash[RUN_KEY] = run
     config.pluginmanager.register(run, "gradient-conformance-run")
 
@@ -308,11 +371,10 @@ def pytest_report_header(config):
 def is_check(item) -> bool:
     """Whether a collected test is one of the suite's checks: a test that takes this
     plugin's `impl` fixture. The installed checks do; so does a check file of the user's
-    own given on the command line. A user's test with an `impl` fixture of its own is not
-    one."""
-    info = getattr(item, "_fixtureinfo", None)
-    definitions = info.name2fixturedefs.get("impl", ()) if info is not None else ()
-    return bool(definitions) and getattr(definitions[-1].func, "__module__", "") == __name__
+    own given on the command line. A test whose module defines an `impl` of its own is the
+    user's own test, not a check."""
+    return "impl" in getattr(item, "fixturenames", ()) and not hasattr(
+        getattr(item, "module", None), "impl")
 
 
 def stable_id(item) -> str:
@@ -322,15 +384,63 @@ def stable_id(item) -> str:
     return f"{pathlib.Path(item.path).name}::{item.name}"
 
 
-def _entries(path: str | None, base: pathlib.Path) -> list[str]:
+_ENTRY = re.compile(r"(?:(?P<module>[\w.-]+\.py)(?:::|$))?(?:(?P<check>[A-Za-z_]\w*)"
+                    r"(?:\[(?P<param>[^\[\]]+)\])?)?")
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One line of an xfails or skips file, read as the parts of a stable id it names
+    (SPEC.md, "The conformance suite"): a module (`test_tape.py`), a check
+    (`test_forward.py::test_exact_programs_bit_for_bit`, or its name alone), one instance
+    (`test_cases.py::test_case_file[gradient/max_tie.ir]`), or a parameter alone (a case
+    file, `gradient/max_tie.ir`). An entry matches an id whose parts are those; it is never
+    a substring of one."""
+
+    text: str
+    module: str | None
+    check: str | None
+    param: str | None
+
+    @classmethod
+    def parse(cls, text: str) -> Entry | None:
+        found = _ENTRY.fullmatch(text)
+        if found and (found["module"] or found["check"]):
+            return cls(text, found["module"], found["check"], found["param"])
+        if "[" not in text and "]" not in text and "::" not in text and " " not in text:
+            return cls(text, None, None, text)  # a parameter alone: a case file's path
+        return None
+
+    def matches(self, item) -> bool:
+        module, _, name = stable_id(item).partition("::")
+        check, _, param = name.partition("[")
+        param = param[:-1] if param.endswith("]") else None
+        return ((self.module is None or self.module == module)
+                and (self.check is None or self.check == check)
+                and (self.param is None or self.param == param))
+
+
+def _entries(path: str | None, base: pathlib.Path) -> list[Entry]:
     if not path:
         return []
     file = base / path
     try:
         lines = file.read_text().splitlines()
-    except OSError as problem:
-        raise pytest.UsageError(f"could not read {path}: {problem.strerror}") from None
-    return [line.split("#")[0].strip() for line in lines if line.split("#")[0].strip()]
+    except (OSError, UnicodeDecodeError) as problem:
+        raise pytest.UsageError(f"could not read {path}: "
+                                f"{getattr(problem, 'strerror', None) or problem}") from None
+    entries = []
+    for number, line in enumerate(lines, start=1):
+        text = line.split("#")[0].strip()
+        if not text:
+            continue
+        entry = Entry.parse(text)
+        if entry is None:
+            raise pytest.UsageError(f"{path}, line {number}: {text!r} is not a check's id or "
+                                    "a part of one (MODULE.py, MODULE.py::CHECK, "
+                                    "CHECK[PARAMETER], or a case file's path)")
+        entries.append(entry)
+    return entries
 
 
 def pytest_collection_modifyitems(session, config, items):
@@ -348,19 +458,26 @@ def pytest_collection_modifyitems(session, config, items):
     skips = _entries(config.getoption("--conformance-skips-file"), base)
     used = set()
     for item in suite:
-        name = stable_id(item)
         for entry in skips:
-            if entry in name:
-                used.add(entry)
-                item.add_marker(pytest.mark.skip(reason=f"listed in the skips file: {entry}"))
+            if entry.matches(item):
+                used.add(entry.text)
+                item.add_marker(pytest.mark.skip(reason="listed in the skips file: "
+                                                 f"{entry.text}"))
         for entry in xfails:
-            if entry in name:
-                used.add(entry)
-                item.add_marker(pytest.mark.xfail(reason=f"listed in the xfails file: {entry}",
-                                                  strict=True))
-    for stale in sorted(set(xfails + skips) - used):
+            if entry.matches(item):
+                used.add(entry.text)
+                item.add_marker(pytest.mark.xfail(reason="listed in the xfails file: "
+                                                  f"{entry.text}", strict=True))
+    for item in suite:
+        if is_generated(item):
+            if "data" not in inspect.signature(item.obj.hypothesis.inner_test).parameters:
+                raise pytest.UsageError(f"{stable_id(item)}: a generated check draws from "
+                                        "Hypothesis through one argument, "
+                                        "@given(data=st.data())")
+            item.obj = generated_with(item.obj, run.settings)
+    for stale in sorted({e.text for e in xfails + skips} - used):
         config.issue_config_time_warning(pytest.PytestWarning(
-            f"the xfails or skips file names {stale!r}, which is part of no check's id in "
+            f"the xfails or skips file names {stale!r}, which matches no check's id in "
             "this run: a stale entry"), stacklevel=2)
     # The cheapest and most telling first: case files (a second kills most faults), then
     # each module by its RANK. A stable sort of the collection order, the same in every
@@ -384,15 +501,17 @@ def rank(item) -> int:
 
 
 TALLY_KEY = pytest.StashKey["object"]()
+GUARDED_KEY = pytest.StashKey["object"]()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def impl(request):
-    """The implementation under test (the suite's checks take it as a fixture)."""
+    """The implementation under test, as this check calls it (the suite's checks take it as
+    a fixture): its Guarded view, whose state is the check's own record."""
     run = request.config.stash.get(RUN_KEY, None)
     if run is None:
         raise pytest.UsageError(f"the conformance suite needs an implementation: {USAGE}")
-    return run.impl
+    return request.node.stash[GUARDED_KEY]
 
 
 @pytest.fixture
@@ -411,8 +530,10 @@ def pytest_runtest_setup(item):
     if run is None or not is_check(item):
         return
     from gradient_conformance.conformance.running import Tally
-    item.stash[TALLY_KEY] = Tally()
-    run.impl.begin_check()
+    from gradient_conformance.conformance.transports.loading import Guarded
+    tally = item.stash[TALLY_KEY] = Tally()
+    tally.restarts_before = run.impl.restarts
+    item.stash[GUARDED_KEY] = Guarded(run.impl, tally)
     needs = getattr(item.module, "PROTOCOL_FUNCTION", "build")
     if not run.impl.provides(needs):
         pytest.skip(f"{run.impl.label} defines no {needs}(): these checks are for "
@@ -433,11 +554,12 @@ def pytest_runtest_makereport(item, call):
     if hasattr(report, "wasxfail"):
         record = {"check": check, "outcome": "xfailed"}
     elif call.when == "call":
-        _stop_if_it_keeps_hanging(run, item)
         tally = item.stash[TALLY_KEY]
+        _stop_if_it_keeps_hanging(run, item, tally)
         record = {"check": check, "outcome": report.outcome, **tally.record()}
         if report.failed:
-            d = _divergence(run, check, stable_id(item), call.excinfo, tally,
+            d = _divergence(run, item.stash[GUARDED_KEY], check, stable_id(item),
+                            call.excinfo, tally,
                             report.longreprtext)
             record["divergence"] = d
     elif report.outcome != "passed":  # a skip or an error in setup, or an error in teardown
@@ -472,18 +594,18 @@ def _diverged(error: BaseException, kind: type):
 HUNG_CHECKS = 3  # checks in a row in which the implementation timed out: the run stops
 
 
-def _stop_if_it_keeps_hanging(run, item) -> None:
+def _stop_if_it_keeps_hanging(run, item, tally) -> None:
     """An implementation that timed out in HUNG_CHECKS checks in a row (a build that never
     returns, say) would cost a timeout in every check left: the run stops there, as -x
     would, saying why. The checks it did not reach did not run; none passes."""
-    run.hung = run.hung + 1 if run.impl.timed_out else 0
+    run.hung = run.hung + 1 if tally.timed_out else 0
     if run.hung >= HUNG_CHECKS:
         item.session.shouldfail = (f"the implementation timed out in {HUNG_CHECKS} checks in a "
                                    "row, so the run stops here: the checks after them did not "
                                    "run")
 
 
-def _divergence(run, check: str, test_id: str, excinfo, tally, text: str):
+def _divergence(run, guarded, check: str, test_id: str, excinfo, tally, text: str):
     """The divergence of a failed check: the one it raised, or (when the implementation
     made the suite stop shrinking) the last one it found, or its failure's text alone."""
     from gradient_conformance.conformance import divergence
@@ -491,9 +613,9 @@ def _divergence(run, check: str, test_id: str, excinfo, tally, text: str):
     from gradient_conformance.conformance.transports.loading import Abandoned
     found = _diverged(excinfo.value, Diverged) if excinfo is not None else None
     if found is not None:
-        d = divergence.describe(check, test_id, found.finding, run.impl)
+        d = divergence.describe(check, test_id, found.finding, guarded)
     elif excinfo is not None and excinfo.errisinstance(Abandoned) and tally.last is not None:
-        d = divergence.describe(check, test_id, tally.last, run.impl)
+        d = divergence.describe(check, test_id, tally.last, guarded)
         d.description = "\n".join(filter(None, [d.description, f"({excinfo.value})"]))
     else:
         return divergence.undescribed(check, test_id, text)

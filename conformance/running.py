@@ -25,12 +25,11 @@ from hypothesis import assume
 
 from gradient_conformance import reference
 from gradient_conformance.conformance.outcome import Difference, Outcome, compare
-from gradient_conformance.generators.buffers import output_only_slots, poisoned
-from gradient_conformance.generators.strategies import TRANSCENDENTAL
-from gradient_conformance.generators.writer import FEATURES, features_of_statements
 from gradient_conformance.reference import SPEC, Semantics, cases
 from gradient_conformance.reference.builder import build_program
+from gradient_conformance.reference.cases import output_only_slots, poisoned
 from gradient_conformance.reference.errors import IndexOutOfRange, IRError
+from gradient_conformance.reference.ops import FEATURES, TRANSCENDENTAL, features_of_statements
 from gradient_conformance.reference.program import Program
 from gradient_conformance.reference.syntax import parse
 
@@ -152,6 +151,10 @@ class Tally:
         self.ulps: dict[str, dict] = {}  # op -> the forward error figures of the ulp chart
         self.figures: dict[str, dict] = {}  # name -> figures to merge across checks
         self.last: Finding | None = None  # the last divergence raised
+        # The implementation's health in this check (transports/loading.py, Guarded).
+        self.restarts_before = 0  # its restarts when the check began
+        self.abandon = ""  # why the check stops calling it, once it must
+        self.timed_out = False  # whether it timed out in this check
 
     def case(self, features) -> None:
         """A case ran; it used `features` (the IR's own only: an error case's unknown op is
@@ -235,7 +238,7 @@ def ulp(value: float) -> float:
 
 def case_file_buffers(case, slots) -> dict:
     """A case file's initial contents: its `#: in` lines, zeros for the other slots it
-    loads, and POISON for a slot it only stores into (generators/buffers.py says why)."""
+    loads, and POISON for a slot it only stores into (reference/ops.py says why)."""
     buffers = cases.initial_buffers(case, slots)
     stored_only = output_only_slots(case.source) - set(case.inputs)
     return {slot: poisoned(slots[slot]) if slot in stored_only else array

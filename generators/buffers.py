@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from gradient_conformance.generators import choices
 from gradient_conformance.reference import exact
 from gradient_conformance.reference.builder import build_program
-from gradient_conformance.reference.cases import NUMPY, slots_of
+from gradient_conformance.reference.cases import NUMPY, output_only, poisoned, slots_of
 from gradient_conformance.reference.errors import IRError
 from gradient_conformance.reference.interp import Interpreter, from_numpy
 from gradient_conformance.reference.realvalued import Real
@@ -22,12 +22,6 @@ from gradient_conformance.reference.syntax import parse
 SPECIAL_F32 = [0x00000000, 0x80000000, 0x7F800000, 0xFF800000, 0x7FC00000, 0x00000001,
                0x007FFFFF, 0x00800000, 0x7F7FFFFF, 0x3F800000, 0xBF800000]
 SPECIAL_I32 = [0, 1, -1, 2, exact.I32_MIN, exact.I32_MAX, 31, 32]
-# What a slot the program only stores into holds before the run: a quiet NaN with a payload
-# no program computes (arithmetic gives 0x7fc00000), and for i32 the same bits. A correct
-# program cannot leave it unchanged by accident, as it could zeros (a gradient of 0) or any
-# value it might compute; the checks also refuse it in place of any other NaN. A bool has no
-# such value, so a bool slot starts as drawn.
-POISON = 0x7FC0DEAD
 # How many ways a smooth case's drawn values are dealt before the draw is thrown away.
 DEALINGS = 3
 
@@ -98,28 +92,6 @@ ELEMENT_BYTES = 6
 
 # Any f32 as a strategy of one value, for lists of them (the forward checks, vectors).
 ANY_F32 = choices.stream_of(any_f32, ELEMENT_BYTES)
-
-
-def output_only_slots(source: str) -> set[int]:
-    """The slots `source` never loads, so that their initial contents matter only where
-    the program does not store into them."""
-    return output_only(parse(source))
-
-
-def output_only(statements) -> set[int]:
-    """output_only_slots, for a program already parsed."""
-    names = {s.target: s.attr("slot") for s in statements if s.op == "buffer"}
-    loaded = {names.get(s.operands[0].text) for s in statements
-              if s.op == "load" and s.operands}
-    return set(names.values()) - loaded
-
-
-def poisoned(declared: tuple[str, tuple[int, ...]]) -> np.ndarray:
-    """A slot's POISON contents, or zeros for a bool slot (`declared`: dtype and shape)."""
-    dtype, shape = declared
-    if dtype == "bool":
-        return np.zeros(shape, np.bool_)
-    return np.full(shape, POISON, np.uint32).view(NUMPY[dtype])
 
 
 # What a build or a run over the reals that fails raises: no distance to measure.

@@ -18,22 +18,34 @@ from gradient_conformance import reference
 from gradient_conformance.generators import choices
 from gradient_conformance.generators.buffers import ELEMENT_BYTES, fill, smooth_f32
 from gradient_conformance.generators.case import Case
-from gradient_conformance.generators.writer import (
-    SHAPES,
-    Val,
-    Writer,
-    features_of_statements,
-    shape_text,
-)
+from gradient_conformance.generators.writer import SHAPES, Val, Writer, shape_text
 from gradient_conformance.reference import errors, exact
+from gradient_conformance.reference.ops import (
+    OPS,
+    TRANSCENDENTAL,
+    elementwise,
+    features_of_statements,
+)
 from gradient_conformance.reference.program import Define
 from gradient_conformance.reference.syntax import Operand, format_attr, parse
 
-UNARY_F32 = ("sin", "recip", "sqrt", "exp2", "log2")
-I32_ARITHMETIC = ("add", "mul", "max")
+
+def _first(names: tuple[str, ...], *first: str) -> tuple[str, ...]:
+    """`names` with `first` moved to the front, in that order: the choices a step shrinks
+    towards."""
+    return (*first, *(n for n in names if n not in first))
+
+
+# The steps' menus, from the op table. A menu's first op is what its choice shrinks to.
+UNARY_F32 = _first(elementwise("f32", 1), "sin", "recip", "sqrt")
+F32_BINARY = _first(elementwise("f32", 2), "mul")  # mul first: its shares carry values
+I32_ARITHMETIC = tuple(op for op in elementwise("i32", 2) if op in F32_BINARY)
+# C's division: signs, zero, -2^31 / -1 (SPEC.md, "Operations").
 I32_DIVISION = ("idiv", "mod")
-I32_BITS = ("and", "or", "xor", "shl", "shr")
-TRANSCENDENTAL = frozenset({"exp2", "log2", "sin"})
+I32_BITS = tuple(op for op in elementwise("i32", 2) if op not in I32_ARITHMETIC + I32_DIVISION)
+BOOL_BINARY = elementwise("bool", 2)
+COMPARISONS = tuple(sorted(set(elementwise("f32", 2, result="bool")) |
+                           set(elementwise("i32", 2, result="bool"))))
 MAX_SINKS = 6  # values stored by a program, besides its gradients
 
 # --- steps: each writes one or a few statements ----------------------------------------------
@@ -44,7 +56,7 @@ def _allowed(w: Writer, ops) -> list[str]:
 
 
 def _f32_binary(w: Writer, base) -> None:
-    ops = _allowed(w, ("mul", "add", "max"))  # mul first: its shares carry values
+    ops = _allowed(w, F32_BINARY)
     if not ops:
         return
     op = w.choose(ops)
@@ -80,11 +92,11 @@ def _binary_step(dtype: str, menu: tuple[str, ...], result: str | None = None):
 _i32_arithmetic = _binary_step("i32", I32_ARITHMETIC)
 _i32_division = _binary_step("i32", I32_DIVISION)  # C semantics: signs, zero, -2^31 / -1
 _i32_bits = _binary_step("i32", I32_BITS)
-_bool_binary = _binary_step("bool", ("and", "or", "xor", "cmpne"))
+_bool_binary = _binary_step("bool", BOOL_BINARY)
 
 
 def _compare(w: Writer, base) -> Val | None:
-    ops = _allowed(w, ("cmplt", "cmpne"))
+    ops = _allowed(w, COMPARISONS)
     if not ops:
         return None
     op = w.choose(ops)
@@ -305,8 +317,10 @@ def _gradient(w: Writer, base, *, reached_only: bool = False) -> None:
 
 # Ops whose node a statement can restate from its operands and attributes alone (a load's
 # node also depends on the stores before it, a range's and a call's on their bodies).
-_RESTATABLE = frozenset({"add", "mul", "max", "recip", "sqrt", "exp2", "log2", "sin", "where",
-                         "cmplt", "cmpne", "cast", "expand", "reshape", "reduce", "detach"})
+# The ops with a rule and the comparisons the rules write; not bitcast, which the steps apply
+# only to loaded values (_bitcast says why).
+_RESTATABLE = frozenset(name for name, op in OPS.items() if op.rules and name != "bitcast") | \
+    frozenset(COMPARISONS)
 
 
 def _restated_gradient(w: Writer) -> None:

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from gradient_conformance.generators import choices
 from gradient_conformance.generators.buffers import any_f32, normal_f32, simplest_first
 from gradient_conformance.reference import exact
-from gradient_conformance.reference.tape import LEAVES
+from gradient_conformance.reference.tape import LEAVES, OPERATIONS
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,6 @@ class TapeCase:
     description: str
 
 
-OPS = ("add", "mul")
 EXTRA_SHARES = (1.0, 0.25, 7.0, -2.0)
 TAPE_EXPONENTS = simplest_first(-8, 5)  # of a smooth value
 
@@ -60,7 +59,7 @@ def _tape(s: choices.Stream, min_entries: int, max_entries: int, smooth: bool) -
         if s.integer(0, 2) == 0:
             tape.append([s.choose(LEAVES), f32_value(s, smooth=smooth)])
         else:
-            tape.append([s.choose(OPS), s.integer(0, k - 1), s.integer(0, k - 1)])
+            tape.append([s.choose(OPERATIONS), s.integer(0, k - 1), s.integer(0, k - 1)])
     return TapeCase(tape, None, f"a tape of {len(tape)} entries")
 
 
@@ -77,7 +76,7 @@ def single_use_tapes(draw, *, max_leaves: int = 6, smooth: bool = False) -> Tape
     while len(unused) > 1:
         i = unused.pop(s.integer(0, len(unused) - 1))
         j = unused.pop(s.integer(0, len(unused) - 1))
-        tape.append([s.choose(OPS), i, j])
+        tape.append([s.choose(OPERATIONS), i, j])
         unused.append(len(tape) - 1)
     return TapeCase(tape, None, f"a tree of {leaves} leaves")
 

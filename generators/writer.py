@@ -274,37 +274,6 @@ class Writer:
         return g
 
 
-# Every name features_of gives: the ops, and the features an implementation may declare
-# unsupported (CAPABILITIES; SPEC.md, "The protocol").
-FEATURES = frozenset({
-    "add", "mul", "max", "recip", "exp2", "log2", "sqrt", "sin", "idiv", "mod", "and", "or",
-    "xor", "shl", "shr", "cmplt", "cmpne", "where", "cast", "bitcast", "reduce", "reduce_mul",
-    "expand", "reshape", "detach", "gradient", "load", "store", "range", "call",
-    "higher_order"})
-
-
-def features_of(source: str) -> frozenset[str]:
-    """The ops a program uses (`reduce_mul` for a reduce op=mul), and `higher_order` when a
-    gradient's loss or x depends on the result of another gradient."""
-    return features_of_statements(parse(source))
-
-
-def features_of_statements(statements) -> frozenset[str]:
-    """features_of, for a program already parsed."""
-    features: set[str] = set()
-    from_gradient: set[str] = set()
-    for s in statements:
-        if s.op in ("def", "end", "return", "buffer"):
-            continue
-        features.add("reduce_mul" if s.op == "reduce" and s.attr("op") == "mul" else s.op)
-        names = {o.text for o in s.operands if o.kind == "name"}
-        if s.op == "gradient" and names & from_gradient:
-            features.add("higher_order")
-        if s.target and (s.op == "gradient" or names & from_gradient):
-            from_gradient.add(s.target)
-    return frozenset(features)
-
-
 def pruned(source: str) -> tuple[str, list[Statement]]:
     """`source` without the value statements whose value nothing observable uses, then
     without unused buffers and functions; with its statements, numbered as its lines, from

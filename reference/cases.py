@@ -22,6 +22,7 @@ import numpy as np
 from . import exact
 from .errors import IRError
 from .interp import NUMPY_DTYPES
+from .ops import POISON
 from .syntax import parse
 
 _EXPECT = re.compile(r"#:\s*(in|out|near)\s+(\d+)\s*=(.*)")
@@ -114,6 +115,28 @@ def same_bits(want: np.ndarray, got: np.ndarray) -> bool:
         w, g = want.view(np.uint32).ravel(), got.view(np.uint32).ravel()
         return all(exact.same_f32(int(a), int(b)) for a, b in zip(w, g, strict=True))
     return bool(np.array_equal(want, got))
+
+
+def output_only_slots(source: str) -> set[int]:
+    """The slots `source` never loads, so that their initial contents matter only where
+    the program does not store into them."""
+    return output_only(parse(source))
+
+
+def output_only(statements) -> set[int]:
+    """output_only_slots, for a program already parsed."""
+    names = {s.target: s.attr("slot") for s in statements if s.op == "buffer"}
+    loaded = {names.get(s.operands[0].text) for s in statements
+              if s.op == "load" and s.operands}
+    return set(names.values()) - loaded
+
+
+def poisoned(declared: tuple[str, tuple[int, ...]]) -> np.ndarray:
+    """A slot's POISON contents, or zeros for a bool slot (`declared`: dtype and shape)."""
+    dtype, shape = declared
+    if dtype == "bool":
+        return np.zeros(shape, np.bool_)
+    return np.full(shape, POISON, np.uint32).view(NUMPY[dtype])
 
 
 def initial_buffers(case: Case, slots) -> dict[int, np.ndarray]:

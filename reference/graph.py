@@ -13,9 +13,9 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-DTYPES = ("f32", "i32", "bool")
+from .ops import DTYPES, OPS, REDUCE_OPS
+
 MAX_ELEMENTS = 1 << 24  # the reference's limit on one value's size; SPEC.md, "Limits"
-REDUCE_OPS = ("add", "max", "mul")
 # One order for attributes, so that equal nodes have equal keys however they were written.
 ATTRIBUTE_ORDER = ("slot", "dtype", "shape", "op", "axis", "value", "count", "func", "index")
 
@@ -150,16 +150,10 @@ def _same_dtype(op: str, operands, allowed: tuple[str, ...]) -> str:
     return operands[0].dtype
 
 
-def _binary(allowed: tuple[str, ...], result: str | None = None):
-    def rule(op, operands, attrs):
-        dtype = _same_dtype(op, operands, allowed)
-        return result or dtype, _elementwise_shape(op, operands)
-    return 2, rule
-
-
-def _unary_f32(op, operands, attrs):
-    _same_dtype(op, operands, ("f32",))
-    return "f32", operands[0].shape
+def _elementwise(op, operands, attrs):
+    row = OPS[op]
+    dtype = _same_dtype(op, operands, row.dtypes)
+    return row.result or dtype, _elementwise_shape(op, operands)
 
 
 def _where(op, operands, attrs):
@@ -251,37 +245,16 @@ def _index_check(index: Node) -> None:
                              f"{list(index.shape)}", 1)
 
 
-# op -> (operand count, or a (min, max) range; signature rule returning (dtype, shape)).
-# `call` is not here: its signature is its function body's (build.py).
-SIGNATURES: dict[str, tuple[int | tuple[int, int], Callable]] = {
-    "add": _binary(("f32", "i32")),
-    "mul": _binary(("f32", "i32")),
-    "max": _binary(("f32", "i32")),
-    "idiv": _binary(("i32",)),
-    "mod": _binary(("i32",)),
-    "and": _binary(("i32", "bool")),
-    "or": _binary(("i32", "bool")),
-    "xor": _binary(("i32", "bool")),
-    "shl": _binary(("i32",)),
-    "shr": _binary(("i32",)),
-    "cmplt": _binary(("f32", "i32"), "bool"),
-    "cmpne": _binary(("f32", "i32", "bool"), "bool"),
-    "recip": (1, _unary_f32),
-    "exp2": (1, _unary_f32),
-    "log2": (1, _unary_f32),
-    "sqrt": (1, _unary_f32),
-    "sin": (1, _unary_f32),
-    "where": (3, _where),
-    "cast": (1, _cast),
-    "bitcast": (1, _bitcast),
-    "reduce": (1, _reduce),
-    "expand": (1, _expand),
-    "reshape": (1, _reshape),
-    "detach": (1, _same),
-    "load": ((1, 2), _load),
+# The signature rules of the ops that are not elementwise; an elementwise op's is its row's
+# dtypes (ops.py). `call` has none: its signature is its function body's (builder.py).
+_SHAPE_RULES: dict[str, Callable] = {
+    "where": _where, "cast": _cast, "bitcast": _bitcast, "reduce": _reduce, "expand": _expand,
+    "reshape": _reshape, "detach": _same, "load": _load,
 }
-ATTRIBUTES = {"cast": {"dtype"}, "bitcast": {"dtype"}, "reduce": {"op", "axis"},
-              "expand": {"shape"}, "reshape": {"shape"}}
+# op -> (operand count, or a (min, max) range; signature rule returning (dtype, shape)).
+SIGNATURES: dict[str, tuple[int | tuple[int, int], Callable]] = {
+    name: (op.arity, _elementwise if op.elementwise else _SHAPE_RULES[name])
+    for name, op in OPS.items()}
 
 
 def infer(op: str, operands: tuple[Node, ...], attrs: dict) -> tuple[str, tuple[int, ...]]:
@@ -298,7 +271,7 @@ def infer(op: str, operands: tuple[Node, ...], attrs: dict) -> tuple[str, tuple[
         if o.op == "buffer" and not (op == "load" and k == 0):
             raise SignatureError(f"operand {k + 1} of {op} is a buffer, a handle and not a "
                                  "value: load it first", k)
-    extra = set(attrs) - ATTRIBUTES.get(op, set())
+    extra = set(attrs) - OPS[op].attributes
     if extra:
         raise SignatureError(f"{op} takes no attribute {sorted(extra)[0]}=")
     return rule(op, operands, attrs)

@@ -17,6 +17,7 @@ import numpy as np
 from . import exact
 from .errors import IndexOutOfRange
 from .graph import Node
+from .ops import OPS
 from .program import Define, Loop, Program, Store
 
 NUMPY_DTYPES = {"f32": np.float32, "i32": np.int32, "bool": np.bool_}
@@ -57,21 +58,10 @@ EXACT = ExactF32()
 
 
 def elementwise_table(d) -> dict[tuple[str, str], Callable]:
-    """(op, operand dtype) -> the scalar function, for the elementwise ops."""
-    return {
-        ("add", "f32"): d.add, ("add", "i32"): exact.i32_add,
-        ("mul", "f32"): d.mul, ("mul", "i32"): exact.i32_mul,
-        ("max", "f32"): d.max, ("max", "i32"): exact.i32_max,
-        ("recip", "f32"): d.recip, ("sqrt", "f32"): d.sqrt, ("exp2", "f32"): d.exp2,
-        ("log2", "f32"): d.log2, ("sin", "f32"): d.sin,
-        ("idiv", "i32"): exact.i32_idiv, ("mod", "i32"): exact.i32_mod,
-        ("shl", "i32"): exact.i32_shl, ("shr", "i32"): exact.i32_shr,
-        ("and", "i32"): exact.int_and, ("and", "bool"): exact.int_and,
-        ("or", "i32"): exact.int_or, ("or", "bool"): exact.int_or,
-        ("xor", "i32"): exact.int_xor, ("xor", "bool"): exact.int_xor,
-        ("cmplt", "f32"): d.lt, ("cmplt", "i32"): exact.int_lt,
-        ("cmpne", "f32"): d.ne, ("cmpne", "i32"): exact.int_ne, ("cmpne", "bool"): exact.int_ne,
-    }
+    """(op, operand dtype) -> the scalar function, for the elementwise ops: the domain's
+    method for f32, exact.py's function for i32 and bool (ops.py, `Op.evaluate`)."""
+    return {(op.name, dtype): getattr(d if dtype == "f32" else exact, name)
+            for op in OPS.values() for dtype, name in op.evaluate}
 
 
 def _casts(d) -> dict[tuple[str, str], Callable]:

@@ -22,7 +22,8 @@ from .interp import EXACT, elementwise_table
 from .semantics import SPEC
 
 LEAVES = ("input", "const")
-KINDS = (*LEAVES, "add", "mul")
+OPERATIONS = ("add", "mul")  # an entry's op, on two earlier entries
+KINDS = (*LEAVES, *OPERATIONS)
 
 
 class TapeError(IRError):

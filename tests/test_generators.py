@@ -31,13 +31,14 @@ from gradient_conformance.generators import (
 )
 from gradient_conformance.generators import strategies as strategies_module
 from gradient_conformance.generators import writer as writer_module
-from gradient_conformance.generators.buffers import POISON, output_only_slots
 from gradient_conformance.generators.case import Case
 from gradient_conformance.generators.strategies import _bitcast, arrival_order, walked_order
 from gradient_conformance.generators.writer import Writer
 from gradient_conformance.reference import cases, exact, syntax
+from gradient_conformance.reference.cases import output_only_slots
 from gradient_conformance.reference.errors import RULES, IRError
 from gradient_conformance.reference.graph import SIGNATURES
+from gradient_conformance.reference.ops import POISON
 from gradient_conformance.reference.program import Define, Loop
 from gradient_conformance.reference.rules import RULES as RULE_TABLE
 from gradient_conformance.reference.rules import rule_key
@@ -499,7 +500,7 @@ def test_bitcast_to_i32_never_takes_a_computed_value(w):
 
 
 def test_features_name_higher_order_and_reduce_mul():
-    from gradient_conformance.generators.writer import features_of
+    from gradient_conformance.reference.ops import features_of
     head = "%a = buffer slot=0 dtype=f32 shape=[2]\n%x = load %a\n%s = reduce %x op=add\n"
     first = features_of(head + "%g = gradient %s %x\n")
     assert "gradient" in first and "higher_order" not in first

@@ -190,3 +190,57 @@ def test_the_matrix_runs_from_where_the_user_is(tmp_path):
     assert "| mine " in table and "did not run" not in table.split("nosuchmodule")[0]
     assert (tmp_path / "out" / "m.runs" / "mine.json").exists()
     assert "nosuchmodule" in run.stdout and "did not run" in run.stdout
+
+
+def test_a_user_s_own_hypothesis_tests_keep_their_settings(tmp_path):
+    """The suite's settings go to its checks alone: a user's Hypothesis tests in the same
+    session keep Hypothesis's defaults, health checks included, while the suite's checks
+    run the examples the suite was told to."""
+    (tmp_path / "test_mine.py").write_text(textwrap.dedent("""
+        from hypothesis import given, settings, strategies as st
+
+        def test_the_default_settings_are_hypothesis_s():
+            assert settings.default.max_examples == 100
+            assert settings.default.suppress_health_check == ()
+            assert settings.default.derandomize is False
+
+        seen = []
+
+        @given(st.integers())
+        def test_drawn(x):
+            seen.append(x)
+
+        def test_drawn_as_many_as_the_default():
+            assert len(seen) == 100
+    """))
+    report = tmp_path / "run.json"
+    code, output = _pytest(str(tmp_path / "test_mine.py"), "--pyargs",
+                           "gradient_conformance.conformance.checks", f"--impl={FAST}",
+                           "--conformance-max-examples=7", f"--conformance-report-json={report}",
+                           "-q", "-p", "no:randomly", "-k",
+                           "test_mine or test_exact_programs_bit_for_bit", cwd=tmp_path)
+    assert code == 0, output[-3000:]
+    assert "4 passed" in output, output[-3000:]
+    checks = json.loads(report.read_text())["checks"]
+    assert set(checks) == {"test_exact_programs_bit_for_bit"}, checks
+
+
+def test_xfails_and_skips_match_parts_of_an_id_not_substrings(tmp_path):
+    from gradient_conformance.conformance.plugin import Entry
+
+    class Item:
+        path = "/x/test_cases.py"
+        name = "test_case_file[gradient/op_form_recip.ir]"
+
+    for text, matches in [("gradient/op_form_recip.ir", True), ("op_form_recip", False),
+                          ("test_case_file", True), ("test_case", False),
+                          ("test_cases.py", True), ("test_cases.py::test_case_file", True),
+                          ("test_forward.py::test_case_file", False),
+                          ("test_case_file[gradient/op_form_recip.ir]", True),
+                          ("test_case_file[gradient/max_tie.ir]", False)]:
+        assert Entry.parse(text).matches(Item()) is matches, text
+    assert Entry.parse("test_x[") is None
+    bad = tmp_path / "xfails.txt"
+    bad.write_text("# known\ntest_cases.py::test_case_file[\n")
+    code, output, _ = suite(RECIP, f"--xfails-file={bad}", "--collect-only", "-q")
+    assert code in (2, 4) and "line 2" in output and "test_case_file[" in output, output[-2000:]

@@ -15,6 +15,7 @@ from gradient_conformance import resource
 from gradient_conformance.conformance import running
 from gradient_conformance.conformance.outcome import Outcome, compare
 from gradient_conformance.reference import cases
+from gradient_conformance.reference.ops import TRANSCENDENTAL
 
 CASES = resource("cases")
 PATHS = cases.case_paths([CASES])
@@ -59,6 +60,6 @@ def run_case_file(impl, tally, path):
         return
     buffers = running.case_file_buffers(case, reading.slots)
     got = impl.run_case(case.source, buffers, reading.slots)
-    ulps = max((impl.ulps(op) for op in features & running.TRANSCENDENTAL), default=0)
+    ulps = max((impl.ulps(op) for op in features & TRANSCENDENTAL), default=0)
     running.verdict(tally, reading, buffers, reading.outcome(buffers), got, ulps=ulps,
             description=description)

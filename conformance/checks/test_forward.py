@@ -13,6 +13,7 @@ from gradient_conformance.generators import exact_programs, programs
 from gradient_conformance.generators.buffers import ANY_F32
 from gradient_conformance.generators.hard_to_round import HARD_TO_ROUND
 from gradient_conformance.reference import exact
+from gradient_conformance.reference.ops import TRANSCENDENTAL, elementwise
 
 RANK = 1  # where the suite runs these checks (plugin.rank): cheaper, more telling first
 
@@ -27,14 +28,14 @@ def test_exact_programs_bit_for_bit(impl, tally, data):
 @given(data=st.data())
 def test_programs_with_transcendentals(impl, tally, data):
     """Bit for bit for an implementation that claims correct rounding everywhere."""
-    if any(impl.ulps(op) for op in running.TRANSCENDENTAL):
+    if any(impl.ulps(op) for op in TRANSCENDENTAL):
         pytest.skip("declares ulps for exp2/log2/sin: compared op by op instead")
     case = data.draw(programs(exclude=running.exclusions(impl)))
     running.supported(impl, case, tally)
     running.check_case(impl, tally, case)
 
 
-@pytest.mark.parametrize("op", sorted(running.TRANSCENDENTAL))
+@pytest.mark.parametrize("op", sorted(TRANSCENDENTAL))
 @given(data=st.data())
 def test_transcendental_within_declared_ulps(impl, tally, op, data):
     """Any f32 inputs, and the hardest to round (generators/hard_to_round.py)."""
@@ -50,8 +51,8 @@ def test_transcendental_within_declared_ulps(impl, tally, op, data):
 
 
 SAMPLES = 512
-ELEMENTWISE_F32 = {"add": 2, "mul": 2, "max": 2, "recip": 1, "sqrt": 1, "exp2": 1, "log2": 1,
-                   "sin": 1}
+# op -> operand count: every elementwise op on f32 that gives an f32 (reference/ops.py).
+ELEMENTWISE_F32 = {op: arity for arity in (1, 2) for op in elementwise("f32", arity)}
 
 
 def sample(count: int, seed: int, hard: tuple[int, ...] = ()) -> np.ndarray:

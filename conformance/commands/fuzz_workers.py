@@ -59,45 +59,48 @@ class FuzzLoop:
                  database: str | None, checks: list[str] | None, parent: int | None = None):
         self.send, self.deadline, self.batch, self.rounds = send, deadline, batch, rounds
         self.database, self.checks, self.parent = database, checks, parent
+        self.running = None  # the check being run, whose record the suite's hook sends
+        self.skipped: set = set()  # checks that skipped: not run again
 
     def _going(self) -> bool:
         return time.time() < self.deadline and self.parent in (None, os.getppid())
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, session, config, items):
-        generated = [i for i in items if plugin.is_check(i) and
-                     hasattr(getattr(i, "obj", None), "hypothesis")]
+        generated = [i for i in items if plugin.is_check(i) and plugin.is_generated(i)]
         names = sorted({plugin.check_name(i) for i in generated})
         self.send("checks", names)
         items[:] = [i for i in generated if not self.checks or plugin.check_name(i) in
                     self.checks]
 
-    def pytest_sessionstart(self, session):
-        run = session.config.stash[plugin.RUN_KEY]
-        run.cases_dir = None  # the driver keeps the store
-        impl = run.impl
-        self.send("hello", {"name": impl.name, "version": impl.version, "spec": impl.spec,
-                            "capabilities": impl.capabilities})
+    # The suite's own hooks (plugin.Hooks).
+
+    def pytest_gradient_conformance_keep_cases(self):
+        return False  # the driver keeps the store
+
+    def pytest_gradient_conformance_loaded(self, implementation):
+        self.send("hello", implementation)
+
+    def pytest_gradient_conformance_record(self, record):
+        self.send("record", record)
+        if record["outcome"] == "skipped" and self.running is not None:
+            self.skipped.add(self.running)
 
     def pytest_runtestloop(self, session):
-        from _pytest.runner import runtestprotocol
-        from hypothesis import HealthCheck, Phase, Verbosity, given, settings
-        from hypothesis import strategies as st
+        from hypothesis import HealthCheck, Phase, Verbosity, settings
 
         # Quiet: the falsifying examples are in the records, not on the terminal.
-        base = dict(max_examples=self.batch, deadline=None, derandomize=False,
-                    database=open_database(self.database), verbosity=Verbosity.quiet,
-                    print_blob=False, suppress_health_check=list(HealthCheck))
-        # Hypothesis binds settings when it wraps a test, so each check is wrapped afresh
-        # from its inner test (the same database key as under pytest): once with the
-        # database's replay, for the first batch, and once generating only, for the rest.
-        batches = {}
-        for item in session.items:
-            inner = item.obj.hypothesis.inner_test
-            batches[item] = [
-                settings(**base)(given(data=st.data())(inner)),
-                settings(phases=[Phase.generate, Phase.target, Phase.shrink], **base)(
-                    given(data=st.data())(inner))]
+        base = settings(settings.get_profile("default"), max_examples=self.batch,
+                        deadline=None, derandomize=False,
+                        database=open_database(self.database), verbosity=Verbosity.quiet,
+                        print_blob=False, suppress_health_check=list(HealthCheck))
+        generating = settings(base, phases=[Phase.generate, Phase.target, Phase.shrink])
+        # Each check is given afresh from its inner test (the same database key as under
+        # pytest): once with the database's replay, for the first batch, and once
+        # generating only, for the rest.
+        batches = {item: [plugin.generated_with(item.obj, base),
+                          plugin.generated_with(item.obj, generating)]
+                   for item in session.items}
         rounds = self.rounds
         while batches and self._going() and rounds != 0:
             rounds = None if rounds is None else rounds - 1
@@ -106,13 +109,11 @@ class FuzzLoop:
                     break
                 item.obj = batches[item][0]
                 batches[item][:] = batches[item][-1:]
-                for report in runtestprotocol(item, log=False, nextitem=None):
-                    for name, value in report.user_properties:
-                        if name == plugin.PROPERTY:
-                            record = json.loads(value)
-                            self.send("record", record)
-                            if record["outcome"] == "skipped":
-                                batches.pop(item, None)
+                self.running = item
+                item.ihook.pytest_runtest_protocol(item=item, nextitem=None)
+                self.running = None
+                if item in self.skipped:
+                    batches.pop(item, None)
         return True
 
 

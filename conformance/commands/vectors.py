@@ -15,11 +15,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from gradient_conformance import reference
-from gradient_conformance.conformance.running import (
-    TRANSCENDENTAL,
-    expected,
-    single_op_source,
-)
+from gradient_conformance.conformance.running import expected, single_op_source
 from gradient_conformance.generators import (
     Case,
     differentiable_programs,
@@ -30,6 +26,7 @@ from gradient_conformance.generators import (
 )
 from gradient_conformance.generators.buffers import ANY_F32
 from gradient_conformance.reference import cases
+from gradient_conformance.reference.ops import TRANSCENDENTAL
 
 FORMAT = "gradient-conformance-vectors/1"
 

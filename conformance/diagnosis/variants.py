@@ -27,6 +27,7 @@ import numpy as np
 from gradient_conformance.reference import errors, exact, gradient, rules
 from gradient_conformance.reference.graph import scoped_key
 from gradient_conformance.reference.interp import EXACT, elementwise_table
+from gradient_conformance.reference.ops import OPS, elementwise
 from gradient_conformance.reference.semantics import SPEC, Semantics, tape_left_fold
 
 
@@ -332,8 +333,13 @@ RULE_FORMS = [
 
 # --- forward semantics (SPEC.md, "Values and arithmetic") -----------------------------------
 
-ARITHMETIC = ("add", "mul", "recip", "sqrt", "exp2", "log2", "sin")
-UNARY = ("recip", "sqrt", "exp2", "log2", "sin")
+# The f32 domain's methods (ops.py, `Op.evaluate`): those giving an f32, which a flush of
+# results (FTZ) applies to, and all of them, which a flush of operands (DAZ) applies to, with
+# the conversion of an f32 to bool.
+F32_RESULTS = tuple(dict(OPS[op].evaluate)["f32"] for op in elementwise("f32", 1) +
+                    elementwise("f32", 2))
+F32_OPERANDS = (*F32_RESULTS, *(dict(OPS[op].evaluate)["f32"]
+                                for op in elementwise("f32", 2, result="bool")), "to_bool")
 
 
 def _flushing(name: str, ops: tuple[str, ...], *, inputs: bool):
@@ -353,11 +359,11 @@ def _flushing(name: str, ops: tuple[str, ...], *, inputs: bool):
 
 
 def _flushed_results():
-    return _flushing("ftz", (*ARITHMETIC, "max"), inputs=False)
+    return _flushing("ftz", F32_RESULTS, inputs=False)
 
 
 def _flushed_inputs():
-    return _flushing("daz", (*ARITHMETIC, "max", "lt", "ne", "to_bool"), inputs=True)
+    return _flushing("daz", F32_OPERANDS, inputs=True)
 
 
 def _max_first_on_zeros(a, b):

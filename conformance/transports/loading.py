@@ -15,22 +15,23 @@ import os
 import pathlib
 import shlex
 import shutil
+from collections.abc import Callable
+from typing import Protocol
 
 import numpy as np
 
 from gradient_conformance.conformance.outcome import Outcome
+from gradient_conformance.conformance.running import Tally
 from gradient_conformance.conformance.transports import calling
 from gradient_conformance.conformance.transports.command import Command
 from gradient_conformance.conformance.transports.description import FUNCTIONS, describe_module
 from gradient_conformance.conformance.transports.in_process import InProcess
 from gradient_conformance.conformance.transports.worker import LOAD_TIMEOUT, Worker
-from gradient_conformance.generators.writer import FEATURES
+from gradient_conformance.reference.ops import FEATURES, TRANSCENDENTAL, elementwise
 from gradient_conformance.reports.records import visible
 
 DEFAULT_TIMEOUT = 20.0
 DEFAULT_CAPABILITIES = {"unsupported": [], "ulp": {}, "bit_exact_gradients": True}
-# The ops SPEC.md makes exact: only exp2, log2 and sin may declare an error in ulps.
-MAY_DECLARE_ULPS = ("exp2", "log2", "sin")
 
 
 # The implementation could not be started: a usage error, before any check runs.
@@ -47,16 +48,43 @@ class Abandoned(BaseException):
 RESTARTS_PER_CHECK = 10
 
 
-class Implementation:
-    """The checks' view of an implementation. `transport` does the calling: `InProcess`,
-    `Worker` or `Command`."""
+class Transport(Protocol):
+    """How the suite calls an implementation (SPEC.md, "Isolation"): `InProcess` (the
+    suite's own process), `Worker` (a Python module in a worker process) and `Command` (a
+    cmd: program over JSON lines). Whatever the implementation does comes back as an
+    Outcome; none of these raises for anything the implementation did."""
 
-    def __init__(self, spec: str, transport, *, name: str, version: str, capabilities,
-                 functions: tuple[str, ...]):
+    @property
+    def restarts(self) -> int:
+        """How many times the implementation was started again (after a crash or timeout)."""
+        ...
+
+    def case(self, source: str, buffers: dict[int, np.ndarray] | None,
+             declared: dict[int, tuple[str, tuple]]) -> Outcome:
+        """Build `source`, and (unless `buffers` is None) run it on `buffers`; the outputs
+        are the `declared` slots."""
+        ...
+
+    def backprop(self, tape: list) -> Outcome:
+        ...
+
+    def build(self, source: str) -> Callable:
+        """The implementation's own run callable, unguarded (benchmarks)."""
+        ...
+
+    def close(self) -> None:
+        ...
+
+
+class Implementation:
+    """An implementation as the suite loaded it: what it said of itself, and its transport.
+    It keeps no state of any check's; a check calls it through its `Guarded` view."""
+
+    def __init__(self, spec: str, transport: Transport, *, name: str, version: str,
+                 capabilities, functions: tuple[str, ...]):
         self.spec, self.transport, self.functions = spec, transport, functions
         self.name, self.version = visible(name), visible(version)
         self.capabilities = checked_capabilities(capabilities)
-        self.begin_check()
 
     @property
     def label(self) -> str:
@@ -64,7 +92,7 @@ class Implementation:
 
     @property
     def restarts(self) -> int:
-        return getattr(self.transport, "restarts", 0)
+        return self.transport.restarts
 
     def provides(self, function: str) -> bool:
         return function in self.functions
@@ -75,35 +103,17 @@ class Implementation:
     def ulps(self, op: str) -> int:
         return int(self.capabilities["ulp"].get(op, 0))
 
-    def begin_check(self) -> None:
-        self.abandon, self.restarts_before = "", self.restarts
-        self.timed_out = False  # whether it timed out in this check
-
-    def _guarded(self, outcome_of) -> Outcome:
-        if self.abandon:
-            raise Abandoned(self.abandon)
-        outcome = outcome_of()
-        if outcome.reason == "timeout":
-            self.timed_out = True
-            self.abandon = ("the implementation timed out in this check, so the suite "
-                            "stopped shrinking: the case reported is the one that hung")
-        elif self.restarts - self.restarts_before >= RESTARTS_PER_CHECK:
-            self.abandon = (f"the implementation had to be started again "
-                            f"{RESTARTS_PER_CHECK} times in this check, so the suite stopped "
-                            "shrinking: the case reported is the smallest failing one so far")
-        return outcome
-
     def run_case(self, source: str, buffers: dict[int, np.ndarray],
                  declared: dict[int, tuple[str, tuple]]) -> Outcome:
         """Build and run; the outputs are the declared slots, of the declared dtypes and
         shapes, or the outcome is a failure."""
-        return self._guarded(lambda: self.transport.case(source, buffers, declared))
+        return self.transport.case(source, buffers, declared)
 
     def build_only(self, source: str) -> Outcome:
-        return self._guarded(lambda: self.transport.case(source, None, {}))
+        return self.transport.case(source, None, {})
 
     def run_backprop(self, tape) -> Outcome:
-        return self._guarded(lambda: self.transport.backprop(tape))
+        return self.transport.backprop(tape)
 
     def build(self, source: str):
         """The implementation's own run callable, unguarded: for benchmarks, which want
@@ -112,6 +122,44 @@ class Implementation:
 
     def close(self) -> None:
         self.transport.close()
+
+
+class Guarded:
+    """One check's view of the implementation: the same calls, each refused with Abandoned
+    once the implementation timed out in this check or was restarted RESTARTS_PER_CHECK
+    times in it. What the check saw of that is on its own record (`state`, its Tally), never
+    on the implementation the session shares."""
+
+    def __init__(self, impl: Implementation, state: Tally):
+        self.impl, self.state = impl, state
+        self.capabilities, self.spec, self.label = impl.capabilities, impl.spec, impl.label
+        self.unsupported, self.ulps, self.provides = impl.unsupported, impl.ulps, impl.provides
+
+    def _guarded(self, outcome_of: Callable[[], Outcome]) -> Outcome:
+        state = self.state
+        if state.abandon:
+            raise Abandoned(state.abandon)
+        outcome = outcome_of()
+        if outcome.reason == "timeout":
+            state.timed_out = True
+            state.abandon = ("the implementation timed out in this check, so the suite "
+                             "stopped shrinking: the case reported is the one that hung")
+        elif self.impl.restarts - state.restarts_before >= RESTARTS_PER_CHECK:
+            state.abandon = (f"the implementation had to be started again "
+                             f"{RESTARTS_PER_CHECK} times in this check, so the suite "
+                             "stopped shrinking: the case reported is the smallest failing "
+                             "one so far")
+        return outcome
+
+    def run_case(self, source: str, buffers: dict[int, np.ndarray],
+                 declared: dict[int, tuple[str, tuple]]) -> Outcome:
+        return self._guarded(lambda: self.impl.run_case(source, buffers, declared))
+
+    def build_only(self, source: str) -> Outcome:
+        return self._guarded(lambda: self.impl.build_only(source))
+
+    def run_backprop(self, tape) -> Outcome:
+        return self._guarded(lambda: self.impl.run_backprop(tape))
 
 
 def checked_capabilities(declared) -> dict:
@@ -136,10 +184,12 @@ def checked_capabilities(declared) -> dict:
     if not isinstance(ulp, dict):
         raise LoadFailed("CAPABILITIES['ulp'] must be a dict of op -> ulps")
     for op, ulps in ulp.items():
-        if op not in MAY_DECLARE_ULPS:
-            raise LoadFailed(f"CAPABILITIES['ulp'] declares {op!r}: the spec makes add, mul, "
-                             f"max, recip and sqrt exact, so only {', '.join(MAY_DECLARE_ULPS)} "
-                             "may declare an error in ulps")
+        if op not in TRANSCENDENTAL:
+            exact_ops = ", ".join(o for o in (*elementwise("f32", 2), *elementwise("f32", 1))
+                                  if o not in TRANSCENDENTAL)
+            raise LoadFailed(f"CAPABILITIES['ulp'] declares {op!r}: the spec makes {exact_ops} "
+                             f"exact, so only {', '.join(sorted(TRANSCENDENTAL))} may declare "
+                             "an error in ulps")
         if isinstance(ulps, bool) or not isinstance(ulps, int) or ulps < 0:
             raise LoadFailed(f"CAPABILITIES['ulp'][{op!r}] is {ulps!r}, not a whole number "
                              "of ulps")
