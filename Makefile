@@ -53,9 +53,10 @@ $(TFJS): adapters/tfjs/package-lock.json
 		|| echo "could not install TensorFlow.js in adapters/tfjs"
 tfjs: $(TFJS)
 
-# Every test of the project, plus the linter, on both cores.
+# Every test of the project, plus the linter and the type checker, on both cores.
 test: $(TEST) $(SYSTEM_STAMP) $(MXNET) $(TFJS)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 	$(PY) -m pytest -q -n 2
 
 # The main job: the conformance suite, ci profile, against the bundled fast implementation,
@@ -83,6 +84,7 @@ bench: $(TEST)
 
 lint: $(TEST)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 
 clean:
 	rm -rf $(VENV) $(MXNET_VENV) adapters/tfjs/node_modules .pytest_cache .hypothesis .gradient-conformance build *.egg-info

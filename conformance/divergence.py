@@ -63,7 +63,7 @@ def describe(check: str, test_id: str, finding: Finding, impl=None) -> Divergenc
     if program is not None and gradients and want.status == "ok":
         trace, expanded = format_trace(program), format_expanded(program)
         ops |= _rules_applied(program, lines & gradients)
-    ops = sorted((ops & FEATURES) - STRUCTURE)
+    listed = sorted((ops & FEATURES) - STRUCTURE)
     diagnosis = diagnose_case(reading, finding.buffers, want, got) if statements else None
     location = _located(impl, finding) if statements else None
     case_text = cases.format_case(
@@ -72,7 +72,7 @@ def describe(check: str, test_id: str, finding: Finding, impl=None) -> Divergenc
         error="any" if want.status == "rejected" else None,
         run_error=want.status == "run-error",
         comments=[f"divergence found by {check}: {finding.summary}",
-                  f"signature: {check} / {finding.rule or '+'.join(ops)} / {kind}",
+                  f"signature: {check} / {finding.rule or '+'.join(listed)} / {kind}",
                   *([finding.description] if finding.description else [])])
     return Divergence(
         check=check, test_id=test_id, summary=visible(finding.summary),
@@ -81,9 +81,9 @@ def describe(check: str, test_id: str, finding: Finding, impl=None) -> Divergenc
         expected_status=want.status, actual_status=got.status,
         expected_message=want.message, actual_message=got.message,
         elements=elements, highlight=highlight, trace=trace, expanded=expanded,
-        signature=(check, finding.rule or "+".join(ops), kind), statements=len(statements),
+        signature=(check, finding.rule or "+".join(listed), kind), statements=len(statements),
         diagnosis=diagnosis.to_dict() if diagnosis else {},
-        diagnosis_line=diagnosis.line() if diagnosis else "", ops=ops,
+        diagnosis_line=diagnosis.line() if diagnosis else "", ops=listed,
         location=location.to_dict() if location else {},
         location_line=location.text() if location else "",
         case_text=case_text, case_name=_case_name(check, case_text, ".ir"))

@@ -24,8 +24,12 @@ import shlex
 import sys
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from gradient_conformance.conformance.totals import Totals
 
 PROFILES = {
     # Derandomized, so a CI run is repeatable; sized so the whole suite stays near a minute.
@@ -139,7 +143,7 @@ class Run:
         self.profile = config.getoption("--conformance-profile")
         self.cases_dir = self._cases_dir()
         self.started, self.clock = time.time(), time.monotonic()
-        self.totals = None  # made when the first record arrives (Totals imports the oracle)
+        self.totals: Totals | None = None  # made at the first record (Totals imports the oracle)
         self.hung = 0  # checks in a row in which the implementation timed out
         self.written: list[pathlib.Path] = []
         self.impl = None
@@ -414,10 +418,10 @@ class Entry:
     def matches(self, item) -> bool:
         module, _, name = stable_id(item).partition("::")
         check, _, param = name.partition("[")
-        param = param[:-1] if param.endswith("]") else None
+        shown = param[:-1] if param.endswith("]") else None
         return ((self.module is None or self.module == module)
                 and (self.check is None or self.check == check)
-                and (self.param is None or self.param == param))
+                and (self.param is None or self.param == shown))
 
 
 def _entries(path: str | None, base: pathlib.Path) -> list[Entry]:

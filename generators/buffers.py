@@ -125,7 +125,7 @@ def _margin(program, buffers: dict[int, np.ndarray]) -> float:
     return real.margin
 
 
-def _deal(arrays: dict, slots: list, values: list[float] | None, turn: int) -> dict:
+def _deal(arrays: dict, slots: list, values: list[float], turn: int) -> dict:
     """`arrays` with the f32 `slots` dealt from `values` in turn, from the `turn`-th on."""
     dealt, j = dict(arrays), turn
     for slot, shape in slots:
@@ -191,8 +191,9 @@ def fill(draw, statements, *, mode: str = "anything", min_kink_distance: float =
     for slot, dtype, shape in drawn:
         values = [ELEMENTS[dtype, mode](stream) for _ in range(math.prod(shape))]
         arrays[slot] = np.array(values, dtype=NUMPY[dtype]).reshape(shape)
+    values = f32_values or []
     if mode != "smooth":
-        return _deal(arrays, dealt_slots, f32_values, 0), None
+        return _deal(arrays, dealt_slots, values, 0), None
     # Dealt values that bring the run near a kink are dealt again from the next one on,
     # before the draw is thrown away: another dealing is another point of the same program.
     # The program is built once for all its dealings.
@@ -201,7 +202,7 @@ def fill(draw, statements, *, mode: str = "anything", min_kink_distance: float =
     except _FAILED:
         assume(False)
     for turn in range(DEALINGS if dealt_slots else 1):
-        dealt = _deal(arrays, dealt_slots, f32_values, turn)
+        dealt = _deal(arrays, dealt_slots, values, turn)
         distance = _margin(program, dealt)
         if distance >= min_kink_distance:
             return dealt, distance

@@ -65,6 +65,7 @@ class Stream:
     def integer(self, low: int, high: int) -> int:
         """An integer in [low, high], shrinking towards low: one choice of Hypothesis's, or
         as many bytes as the range needs (one for a range of one: the module says why)."""
+        assert low <= high, f"an empty range [{low}, {high}]: the strategy's bounds unchecked"
         if not self.packed:
             return self.draw(integers(low, high))
         count = high - low + 1

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from gradient_conformance.generators import strategies as programs_of
+from gradient_conformance import generators as programs_of
 from gradient_conformance.generators import tapes as tapes_of
 
 # The trivial strategy first: Hypothesis's own cost of an example, with nothing to build.

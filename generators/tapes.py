@@ -12,8 +12,10 @@ from dataclasses import dataclass
 import numpy as np
 from hypothesis import assume
 from hypothesis import strategies as st
+from hypothesis.errors import InvalidArgument
 
 from gradient_conformance.generators import choices
+from gradient_conformance.generators.bounds import ordered, whole
 from gradient_conformance.generators.buffers import any_f32, normal_f32, simplest_first
 from gradient_conformance.reference import exact
 from gradient_conformance.reference.tape import LEAVES, OPERATIONS
@@ -32,6 +34,14 @@ EXTRA_SHARES = (1.0, 0.25, 7.0, -2.0)
 TAPE_EXPONENTS = simplest_first(-8, 5)  # of a smooth value
 
 
+MAX_ENTRIES = 1000  # more than any tape a check needs; a bound past it is a mistake
+
+
+def _flag(name: str, value) -> None:
+    if not isinstance(value, bool):
+        raise InvalidArgument(f"{name}={value!r} must be True or False")
+
+
 def f32_value(s: choices.Stream, *, smooth: bool = False) -> float:
     """An f32 value as a Python float: anything (NaN and infinities included), or, smooth, a
     finite value between -64 and 64, which no product of a short tape overflows: an f32 of
@@ -41,12 +51,20 @@ def f32_value(s: choices.Stream, *, smooth: bool = False) -> float:
     return normal_f32(s, TAPE_EXPONENTS) if s.flip() else 0.0
 
 
-@st.composite
-def tapes(draw, *, min_entries: int = 1, max_entries: int = 12,
-          smooth: bool = False) -> TapeCase:
+def tapes(*, min_entries: int = 1, max_entries: int = 12,
+          smooth: bool = False) -> st.SearchStrategy[TapeCase]:
     """Valid tapes: an input first, then leaves, adds and muls of any earlier entries (an
     entry may use the same operand twice, or none may use it). Shrinks towards one input of
     0.0."""
+    whole("min_entries", min_entries, at_least=1, at_most=MAX_ENTRIES)
+    whole("max_entries", max_entries, at_least=1, at_most=MAX_ENTRIES)
+    ordered("min_entries", min_entries, "max_entries", max_entries)
+    _flag("smooth", smooth)
+    return _tapes(min_entries, max_entries, smooth)
+
+
+@st.composite
+def _tapes(draw, min_entries: int, max_entries: int, smooth: bool) -> TapeCase:
     return _tape(choices.Stream(draw), min_entries, max_entries, smooth)
 
 
@@ -63,12 +81,19 @@ def _tape(s: choices.Stream, min_entries: int, max_entries: int, smooth: bool) -
     return TapeCase(tape, None, f"a tape of {len(tape)} entries")
 
 
-@st.composite
-def single_use_tapes(draw, *, max_leaves: int = 6, smooth: bool = False) -> TapeCase:
+def single_use_tapes(*, max_leaves: int = 6, smooth: bool = False
+                     ) -> st.SearchStrategy[TapeCase]:
     """Trees: every entry but the last is used exactly once, so each receives one share and
     the IR program with the same ops (reference.tape.to_program) gives the same bits. The
     leaves come first, then each add or mul takes two unused entries. Shrinks towards one
     leaf."""
+    whole("max_leaves", max_leaves, at_least=1, at_most=MAX_ENTRIES)
+    _flag("smooth", smooth)
+    return _single_use_tapes(max_leaves, smooth)
+
+
+@st.composite
+def _single_use_tapes(draw, max_leaves: int, smooth: bool) -> TapeCase:
     s = choices.Stream(draw)
     leaves = s.integer(1, max_leaves)
     tape: list = [[s.choose(LEAVES), f32_value(s, smooth=smooth)] for _ in range(leaves)]
@@ -81,13 +106,18 @@ def single_use_tapes(draw, *, max_leaves: int = 6, smooth: bool = False) -> Tape
     return TapeCase(tape, None, f"a tree of {leaves} leaves")
 
 
-@st.composite
-def order_sensitive_tapes(draw, *, max_extra: int = 3) -> TapeCase:
+def order_sensitive_tapes(*, max_extra: int = 3) -> st.SearchStrategy[TapeCase]:
     """Tapes where one input receives shares whose f32 sum depends on the order: x times
     constants, summed by a chain of adds. At the core are B, -B and a small s at one end,
     so that one order cancels B first and keeps s, and the other absorbs s into B; up to
     `max_extra` more constants follow. The arrival order (the spec's: reversed program
     order) and program order give other bits. Shrinks towards the three core shares."""
+    whole("max_extra", max_extra, at_least=0, at_most=MAX_ENTRIES)
+    return _order_sensitive_tapes(max_extra)
+
+
+@st.composite
+def _order_sensitive_tapes(draw, max_extra: int) -> TapeCase:
     s = choices.Stream(draw)
     big = s.choose((1e8, 2.0**27, 2.0**30)) * s.choose((1.0, -1.0))
     small = s.choose((1.0, 0.5, 3.0, -1.0))
@@ -131,12 +161,17 @@ BREAKS = {
 }
 
 
-@st.composite
-def invalid_tapes(draw, *, max_entries: int = 6) -> TapeCase:
+def invalid_tapes(*, max_entries: int = 6) -> st.SearchStrategy[TapeCase]:
     """Tapes that backprop must reject, each with the kind of error: the empty tape, an
     operand that is not an earlier entry (later, itself, negative, not an integer), an
     unknown kind, a wrong number of fields, a value that is not a number. Shrinks towards
     the empty tape."""
+    whole("max_entries", max_entries, at_least=1, at_most=MAX_ENTRIES)
+    return _invalid_tapes(max_entries)
+
+
+@st.composite
+def _invalid_tapes(draw, max_entries: int) -> TapeCase:
     s = choices.Stream(draw)
     how = s.choose(("empty", *BREAKS))
     if how == "empty":

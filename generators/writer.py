@@ -2,9 +2,9 @@
 
 The writer keeps a pool of the values written so far and knows, for each, what a gradient
 through it would meet. So every gradient it writes is valid by construction, and the
-strategies (strategies.py) can ask for valid programs without rejection sampling. Choices are
-drawn so that Hypothesis shrinks towards fewer statements, the first (simplest) kinds of step,
-the earliest values and the first literals.
+strategies (steps.py, programs.py) can ask for valid programs without rejection sampling.
+Choices are drawn so that Hypothesis shrinks towards fewer statements, the first (simplest)
+kinds of step, the earliest values and the first literals.
 """
 
 from __future__ import annotations
@@ -139,7 +139,7 @@ class Writer:
                         reach[upstream] = reach.get(upstream, False) or crossed or no_rule
         tied = op == "expand" or (op == "cast" and operands[0].dtype != "f32") or all(
             o.tied or o.literal for o in operands if o.dtype != "func")
-        maxed = frozenset()
+        maxed: frozenset[str] = frozenset()
         if op == "reduce" and "op=max" in attrs:
             maxed = operands[0].maxed | {operands[0].text}
         elif op in ("expand", "reshape"):

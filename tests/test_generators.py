@@ -29,10 +29,11 @@ from gradient_conformance.generators import (
     order_sensitive_gradients,
     programs,
 )
-from gradient_conformance.generators import strategies as strategies_module
+from gradient_conformance.generators import order as order_module
 from gradient_conformance.generators import writer as writer_module
 from gradient_conformance.generators.case import Case
-from gradient_conformance.generators.strategies import _bitcast, arrival_order, walked_order
+from gradient_conformance.generators.order import arrival_order, walked_order
+from gradient_conformance.generators.steps import _bitcast
 from gradient_conformance.generators.writer import Writer
 from gradient_conformance.reference import cases, exact, syntax
 from gradient_conformance.reference.cases import output_only_slots
@@ -185,7 +186,7 @@ def test_order_sensitive_gradients_throw_almost_no_draw_away(monkeypatch):
             refused.append(condition)
         return hypothesis.assume(condition)
 
-    monkeypatch.setattr(strategies_module, "assume", assume)
+    monkeypatch.setattr(order_module, "assume", assume)
     assert len(_draw(order_sensitive_gradients(), 300)) == 300
     assert len(refused) <= 3, f"{len(refused)} draws thrown away"
 

@@ -28,7 +28,7 @@ PLACES = {
     "reference/ops.py": "its row: arity, operand dtypes, result, attributes, rules, ulps, "
                         "and how an element is computed",
     "reference/rules.py": "its derivative, a row per rule its row names (none: no rule)",
-    "generators/strategies.py": "a step that writes it, unless a menu derived from the table "
+    "generators/steps.py": "a step that writes it, unless a menu derived from the table "
                                 "already does (a new elementwise op of an existing kind)",
     "cases/ops/": "a case file with its edge cases, bits given",
 }

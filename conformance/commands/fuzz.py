@@ -229,8 +229,8 @@ def fuzz(spec: str, *, minutes: float, jobs: int = 1, out: pathlib.Path,
     open_database(database)  # a bad --database fails here, before any process starts
     if scheduler is not None:
         # The tasks run elsewhere: every path they are given must not depend on where.
-        spec, database, paths = _absolute(spec), _absolute(database), tuple(map(_absolute,
-                                                                                paths))
+        spec, database = _absolute(spec) or spec, _absolute(database)
+        paths = tuple(_absolute(p) or p for p in paths)
     arguments = suite_arguments([f"--impl={spec}", f"--case-timeout={timeout}", "--profile=dev",
                                  "-p", "no:cacheprovider", "-q",
                                  f"--cases-out={out / 'divergences'}", *paths])
@@ -238,7 +238,7 @@ def fuzz(spec: str, *, minutes: float, jobs: int = 1, out: pathlib.Path,
                 database=database, checks=checks)
     client = connect(scheduler) if scheduler is not None else None
     # Named the same however it was given, so that runs from elsewhere compare in the history.
-    progress = Progress(out, _absolute(spec), f"tasks on the Dask cluster at {scheduler}"
+    progress = Progress(out, _absolute(spec) or spec, f"tasks on the Dask cluster at {scheduler}"
                         if scheduler else f"{jobs} process{'es' if jobs > 1 else ''}")
     shown = time.monotonic()
 
@@ -317,12 +317,15 @@ def _rechecked(changes: dict, progress: Progress, timeout: float) -> dict:
     (the store was emptied) or the implementation cannot be loaded here. SPEC.md, "History"."""
     from gradient_conformance.conformance.commands.replay import replay
     cases = {signature_folder(d): d for d in progress.stored.values() if d.case_name}
-    fixed, still, unseen = [], [], []
+    fixed: list[str] = []
+    still: list[str] = []
+    unseen: list[str] = []
     impl = None
     try:
         for folder, text in changes["unseen"].items():
             d = cases.get(folder)
-            path = progress.out / "divergences" / folder / d.case_name if d else None
+            path = progress.out / "divergences" / folder / d.case_name \
+                if d and progress.out else None
             if path is None or not path.is_file():
                 unseen.append(text)
                 continue

@@ -192,7 +192,7 @@ def changes(previous: dict | None, current: dict) -> dict[str, dict]:
     """spec -> {"new": {key: summary}, "fixed": {key: summary}}, for each system that ran in
     both matrices; a system in one only is {"only": "now" or "before"}."""
     before = (previous or {}).get("systems", {})
-    found = {}
+    found: dict[str, dict] = {}
     for spec, now in current["systems"].items():
         was = before.get(spec)
         if was is None or "divergences" not in was:

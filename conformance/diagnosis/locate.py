@@ -100,6 +100,13 @@ def locate(impl, reading: Reading, buffers, want: Outcome, got: Outcome, *,
 
 
 class _Probe:
+    @property
+    def built(self) -> Program:
+        """The spec's program: the probes that read it run only where the reference built
+        it."""
+        assert self.program is not None
+        return self.program
+
     def __init__(self, impl, reading: Reading, program: Program | None, buffers, want: Outcome,
                  got: Outcome):
         self.impl, self.reading, self.program = impl, reading, program
@@ -150,7 +157,7 @@ class _Probe:
             + (f" ({said})" if said else "")), kind=self.got.status)
 
     def forward(self, slot: int) -> Location:
-        buffer = self.program.buffers.get(slot)
+        buffer = self.built.buffers.get(slot)
         if buffer is not None and not any(s.buffer is buffer for s in stores(self.program)):
             return self.done(buffer.line, (
                 f"line {buffer.line}, `{_text(self.reading, buffer.line)}`: the program never "
@@ -158,7 +165,7 @@ class _Probe:
                 f"otherwise: {_values(compare(self.want_of(slot), self.got_of(slot)))}"),
                 kind="unwritten")
         in_cone, _ = cone(self.program, slot)
-        defines = [d for d in self.program.statements if isinstance(d, Define) and
+        defines = [d for d in self.built.statements if isinstance(d, Define) and
                    d.node in in_cone and d.node.op != "buffer"][:MAX_PROBES]
         if not defines:
             return self._literal_stored(slot) or self._inside_a_loop(in_cone, slot) or self.done(
@@ -187,8 +194,8 @@ class _Probe:
         first differing element's index."""
         difference = compare(self.final_of(slot), self.got_of(slot))
         index = difference.elements[0].index
-        stores = [s for s in self.program.statements if isinstance(s, Store) and
-                  s.buffer is self.program.buffers[slot] and s.value.is_literal]
+        stores = [s for s in self.built.statements if isinstance(s, Store) and
+                  s.buffer is self.built.buffers[slot] and s.value.is_literal]
         stores.sort(key=lambda s: s.index is None or s.index.attr("value") != index)
         if not stores:
             return None
@@ -210,7 +217,7 @@ class _Probe:
     def _inside_a_loop(self, in_cone: set, slot: int) -> Location | None:
         """The outermost range whose body stores into `slot` or makes a value of its cone:
         the values of a body are not probed (they change with each iteration)."""
-        for loop in self.program.statements:
+        for loop in self.built.statements:
             if not isinstance(loop, Loop):
                 continue
             inside = any(s.buffer.attr("slot") == slot if isinstance(s, Store) else
@@ -239,7 +246,7 @@ class _Probe:
                   and v.node is not y and v.node is not x]
         walked = self._valid(y_define, walked)[:MAX_PROBES] if y_define else []
         adjoints = self.ask([(self.names[u].name, u, y_define.name) for u in walked]) \
-            if walked else {}
+            if walked and y_define else {}
         if isinstance(adjoints, str):
             return self.done(reason=adjoints)
         # The walk visits every sender of a node before the node: the first node whose

@@ -26,7 +26,7 @@ import numpy as np
 
 from gradient_conformance.reference import errors, exact, gradient, rules
 from gradient_conformance.reference.graph import scoped_key
-from gradient_conformance.reference.interp import EXACT, elementwise_table
+from gradient_conformance.reference.interp import EXACT, ExactF32, elementwise_table
 from gradient_conformance.reference.ops import OPS, elementwise
 from gradient_conformance.reference.semantics import SPEC, Semantics, tape_left_fold
 
@@ -62,7 +62,7 @@ def _ops(name: str, **methods) -> Callable[[Semantics], Semantics]:
 
     def change(s: Semantics) -> Semantics:
         base = s.domain
-        body = {k: staticmethod(f) for k, f in methods.items()}
+        body: dict[str, object] = {k: staticmethod(f) for k, f in methods.items()}
         body["overrides"] = {**getattr(base, "overrides", {}), **overrides}
         body["arrays"] = {**getattr(base, "arrays", {}), **arrays}
         if "fold_row" in methods:
@@ -607,7 +607,7 @@ def _tape_right_fold(domain, shares, senders):
     return total
 
 
-class Binary64(type(SPEC.tape_domain)):
+class Binary64(ExactF32):
     """A tape computed in binary64 throughout, each derivative rounded to f32 at the end."""
 
     literal = staticmethod(exact.decode)

@@ -111,6 +111,8 @@ def load_module(spec: str, base: str):
                 raise LoadFailed(f"no such file: {path}")
             sys.path.insert(0, str(path.parent))
             module_spec = importlib.util.spec_from_file_location(path.stem, path)
+            if module_spec is None or module_spec.loader is None:
+                raise LoadFailed(f"{path} cannot be imported as a Python module")
             module = importlib.util.module_from_spec(module_spec)
             sys.modules[path.stem] = module
             module_spec.loader.exec_module(module)

@@ -72,6 +72,7 @@ class Command:
         self._next_id += 1
         request_id = self._next_id
         deadline = time.monotonic() + (self.timeout if seconds is None else seconds)
+        assert self.child is not None  # started just above
         self.child.send((json.dumps({"id": request_id, **body}) + "\n").encode(), deadline)
         line = self.child.receive_line(limit, deadline)
         try:

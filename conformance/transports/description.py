@@ -14,7 +14,7 @@ TEXT_LIMIT = 200  # characters of a NAME or VERSION kept
 def describe_module(module) -> dict:
     """{name, version, capabilities, functions}, each safe to send as JSON. CAPABILITIES
     that are not JSON become a dict the suite refuses with a usage error, saying so."""
-    said = {key.lower(): str(getattr(module, key, "") or "")[:TEXT_LIMIT]
+    said: dict[str, object] = {key.lower(): str(getattr(module, key, "") or "")[:TEXT_LIMIT]
             for key in ("NAME", "VERSION")}
     capabilities = getattr(module, "CAPABILITIES", None)
     try:

@@ -51,6 +51,7 @@ class Child:
                 preexec_fn=_die_with_parent)
         finally:
             os.close(output_write)
+        assert self.process.stdin is not None and self.process.stdout is not None  # PIPEs
         self._in = self.process.stdin.fileno()
         self._out = self.process.stdout.fileno()
         self._output = output_read
@@ -177,8 +178,9 @@ def _end_session(process: subprocess.Popen, output: int) -> None:
     with contextlib.suppress(subprocess.TimeoutExpired):
         process.wait(timeout=5)
     for stream in (process.stdin, process.stdout):
-        with contextlib.suppress(OSError):
-            stream.close()
+        if stream is not None:
+            with contextlib.suppress(OSError):
+                stream.close()
     with contextlib.suppress(OSError):
         os.close(output)
 
@@ -194,7 +196,7 @@ def _die_with_parent() -> None:
 
 def _carrying(token: str) -> list[int]:
     """The processes whose environment holds the token (Linux's /proc; elsewhere none)."""
-    found = []
+    found: list[int] = []
     needle = f"{TOKEN_VARIABLE}={token}".encode()
     proc = pathlib.Path("/proc")
     if not proc.is_dir():

@@ -45,7 +45,7 @@ class Worker:
         try:
             reply, _ = self._exchange(request, b"", self.load_timeout, payload_limit=0)
         except ChildFailed as problem:
-            output = self.child.output().strip()
+            output = self.child.output().strip() if self.child else ""
             self.stop()
             raise LoadFailed(f"the worker could not load it: {problem}"
                              + (f"\nits output:\n{output}" if output else "")) from None
@@ -65,6 +65,7 @@ class Worker:
     def _exchange(self, header: dict, payload: bytes, seconds: float, *,
                   payload_limit: int) -> tuple[dict, bytes]:
         deadline = time.monotonic() + seconds
+        assert self.child is not None, "started before any exchange"
         self.child.send(worker_process.frame(header, payload), deadline)
         sizes = self.child.receive_exactly(worker_process.FRAME.size, deadline)
         header_size, payload_size = worker_process.FRAME.unpack(sizes)
@@ -93,7 +94,7 @@ class Worker:
         try:
             return self._exchange(header, payload, self.timeout, payload_limit=payload_limit)
         except ChildFailed as problem:
-            output = self.child.output().strip()
+            output = self.child.output().strip() if self.child else ""
             self.stop()
             return answered("failure", f"{problem}" + (f"\nits output:\n{output}" if output
                                                       else ""), problem.reason)

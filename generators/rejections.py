@@ -1,0 +1,311 @@
+"""Invalid gradients, one per rejection rule, and near misses that must be accepted:
+`invalid_gradients` and `near_misses`. SPEC.md, "Generators" and "When gradient is
+rejected".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from hypothesis import strategies as st
+
+from gradient_conformance.generators.bounds import Bounds
+from gradient_conformance.generators.case import Case
+from gradient_conformance.generators.programs import _case
+from gradient_conformance.generators.steps import DIFFERENTIABLE_STEPS
+from gradient_conformance.generators.writer import SHAPES, Val, Writer
+from gradient_conformance.reference import errors
+
+# --- invalid gradients and near misses -----------------------------------------------------------
+
+
+def _noise(w: Writer, base, *, max_steps: int = 3) -> None:
+    for _ in range(w.integer(0, max_steps)):
+        noise = DIFFERENTIABLE_STEPS[:-1]
+        noise[w.integer(0, len(noise) - 1)](w, base)
+
+
+def _deep(w: Writer, v: Val) -> Val:
+    """Bury a value under a few more ops, so the offending node is deep in the graph."""
+    for _ in range(w.integer(0, 2)):
+        op = w.choose(("sin", "add", "mul"))
+        if op == "sin":
+            v = w.value("sin", [v], "f32", v.shape)
+        else:
+            v = w.value(op, [v, w.literal("f32")], "f32", v.shape)
+    return v
+
+
+def _loss_not_scalar(w, base, x):
+    kind = w.choose(("shape [1]", "unreduced", "i32", "bool", "buffer"))
+    if kind == "shape [1]":
+        r = w.value("reduce", [x], "f32", (), attrs="op=add")
+        y = w.value("reshape", [r], "f32", (1,), attrs="shape=[1]")
+    elif kind == "unreduced":
+        y = w.value("mul", [x, x], "f32", x.shape) if x.shape else \
+            w.value("expand", [x], "f32", (2,), attrs="shape=[2]")
+    elif kind == "i32":
+        y = w.value("cast", [w.loss(x)], "i32", (), attrs="dtype=i32")
+    elif kind == "bool":
+        y = w.value("cmplt", [w.loss(x), w.literal("f32")], "bool", ())
+    else:
+        y = Val(w.inputs[("f32", base)], "f32", base)
+    return y, x, f"the loss is {kind}"
+
+
+def _x_not_f32(w, base, x):
+    kind = w.choose(("i32", "bool", "buffer"))
+    loss = w.loss(x)
+    if kind == "i32":
+        k = w.value("cast", [x], "i32", x.shape, attrs="dtype=i32")
+        f = w.value("cast", [k], "f32", x.shape, attrs="dtype=f32")
+        return w.loss(w.value("mul", [f, x], "f32", x.shape)), k, "x is an i32"
+    if kind == "bool":
+        c = w.value("cmplt", [x, w.literal("f32")], "bool", x.shape)
+        s = w.value("where", [c, x, w.literal("f32")], "f32", x.shape, carry=[x])
+        return w.loss(s), c, "x is a bool"
+    return loss, Val(w.inputs[("f32", base)], "f32", base), "x is a buffer"
+
+
+def _x_literal(w, base, x):
+    text = w.choose(("2.0", "0.5", "-1.0"))
+    lit = Val(text, "f32", (), literal=True)
+    shared = w.value("mul", [x, lit], "f32", x.shape)
+    y = w.loss(w.value("mul", [shared, lit], "f32", x.shape))
+    return y, lit, "x is a literal that other nodes share"
+
+
+def _open_range(w, base, x):
+    kind = w.choose(("counter", "body load in y", "body load as x", "outer"))
+    count = w.integer(1, 3)
+    data = w.buffer("f32", (count,), "in")
+    loss = w.loss(x)
+    i = w.fresh("i")
+    w.line(f"{i} = range {count}")
+    w.depth += 1
+    if kind == "outer":
+        j = w.fresh("j")
+        w.line(f"{j} = range 2")
+        w.depth += 1
+    f = w.fresh("f")
+    w.line(f"{f} = cast {i} dtype=f32")
+    e = w.fresh("e")
+    w.line(f"{e} = load {data} {i}")
+    if kind in ("counter", "outer"):
+        y, target = w.fresh("y"), x.text
+        w.line(f"{y} = mul {loss.text} {f}")
+    elif kind == "body load in y":
+        y, target = w.fresh("y"), x.text
+        w.line(f"{y} = mul {loss.text} {e}")
+    else:
+        y, target = loss.text, e
+    g = w.fresh("g")
+    w.line(f"{g} = gradient {y} {target}")
+    if kind == "outer":
+        w.depth -= 1
+        w.line(f"end {j}")
+    w.depth -= 1
+    w.line(f"end {i}")
+    return None, None, f"y or x depends on an open range ({kind})"
+
+
+def _no_rule(w, base, x):
+    kind = w.choose(("reduce op=mul", "call", "store and load", "element store",
+                     "store in a loop"))
+    if kind == "reduce op=mul":
+        blocked = w.value("reduce", [x], "f32", (), attrs="op=mul", no_rule=True)
+    elif kind == "call":
+        if not w.functions:
+            w.defs += ["def @twice %p", "  %q = add %p %p", "  return %q", "end @twice"]
+            w.functions.append("@twice")
+            blocked = w.value("call", [Val("@twice", "func", ()), x], "f32", x.shape,
+                              no_rule=True)
+        else:
+            blocked = w.value("call", [Val(w.functions[0], "func", ()), x, x], "f32", x.shape,
+                              no_rule=True)
+    else:
+        if kind == "store in a loop":
+            count = x.shape[0] if len(x.shape) == 1 else 2
+            scratch = w.buffer("f32", (count,), "mem")
+            i = w.fresh("i")
+            s = w.loss(x)
+            w.line(f"{i} = range {count}")
+            w.line(f"  store {scratch} {s.text} {i}")
+            w.line(f"end {i}")
+            loaded = w.fresh("m")
+            w.line(f"{loaded} = load {scratch}")
+            blocked = Val(loaded, "f32", (count,))
+        elif kind == "element store":
+            scratch = w.buffer("f32", (2,), "mem")
+            s = w.loss(x)
+            w.line(f"store {scratch} {s.text} 0")
+            loaded = w.fresh("m")
+            w.line(f"{loaded} = load {scratch} 1")
+            blocked = Val(loaded, "f32", ())
+        else:
+            scratch = w.buffer("f32", x.shape, "mem")
+            w.line(f"store {scratch} {x.text}")
+            loaded = w.fresh("m")
+            w.line(f"{loaded} = load {scratch}")
+            blocked = Val(loaded, "f32", x.shape)
+    deep = _deep(w, w.loss(blocked))
+    y = w.value("mul", [deep, w.loss(x)], "f32", ())
+    return y, x, f"the walk meets a node with no rule ({kind})"
+
+
+def _in_function(w, base, x):
+    called = w.flip()
+    w.defs += ["def @grad %p", "  %q = mul %p %p", "  %r = gradient %q %p", "  return %r",
+               "end @grad"]
+    if called:
+        s = w.loss(x)
+        w.value("call", [Val("@grad", "func", ()), s], "f32", (), no_rule=True)
+    return None, None, "a gradient in a function body" + ("" if called else " never called")
+
+
+DISGUISES: dict[str, Callable] = {
+    errors.LOSS_NOT_F32_SCALAR: _loss_not_scalar,
+    errors.X_NOT_F32: _x_not_f32,
+    errors.X_LITERAL: _x_literal,
+    errors.OPEN_RANGE: _open_range,
+    errors.NO_RULE: _no_rule,
+    errors.IN_FUNCTION: _in_function,
+}
+
+
+def invalid_gradients(*, rules=errors.RULES, max_noise: int = 3) -> st.SearchStrategy[Case]:
+    """One program per rejection rule (SPEC.md, "When gradient is rejected"), in disguises: the
+    offending node deep in the graph, x reached through a store and a load, a reduce op=mul or
+    a call on the path, a loss of shape [1], x an i32, a bool, a buffer or a shared literal, y
+    or x depending on the range, a gradient in a function body. Valid noise surrounds it.
+    Shrinks towards the first rule, its first disguise, and no noise."""
+    return _invalid_gradients(Bounds(rules=rules, max_noise=max_noise))
+
+
+@st.composite
+def _invalid_gradients(draw, b: Bounds) -> Case:
+    rules, max_noise = b.rules, b.max_noise
+    w = Writer(draw, prune=False)
+    rule = w.choose(tuple(rules))
+    base = w.choose(SHAPES[:2])
+    w.input("f32", base)
+    _noise(w, base, max_steps=max_noise)
+    x = w.pick("f32", base, literal_ok=False)
+    y, target, how = DISGUISES[rule](w, base, x)
+    if y is not None:
+        name = w.fresh("g")
+        w.line(f"{name} = gradient {y.text} {target.text}")
+    return _case(draw, w, mode="anything", kind="invalid", expect_error=rule,
+                 how=f"invalid [{rule}]: {how}")
+
+
+def _reduce_mul_off_path(w, base, x, other):
+    kind = w.choose(("data x does not reach", "behind detach", "behind i32"))
+    if kind == "behind detach":
+        source = w.value("detach", [x], "f32", x.shape, carry=[])
+    elif kind == "behind i32":
+        k = w.value("cast", [x], "i32", x.shape, attrs="dtype=i32")
+        source = w.value("cast", [k], "f32", x.shape, attrs="dtype=f32")
+    else:
+        source = other
+    p = w.value("reduce", [source], "f32", (), attrs="op=mul", no_rule=True)
+    return w.value("add", [w.loss(w.value("mul", [x, x], "f32", x.shape)), p], "f32", ()), x, \
+        f"a reduce op=mul {kind}"
+
+
+def _call_off_path(w, base, x, other):
+    kind = w.choose(("data x does not reach", "behind detach", "behind i32"))
+    if kind == "behind i32":
+        w.defs += ["def @sq %p", "  %q = cast %p dtype=f32", "  %r = mul %q %q", "  return %r",
+                   "end @sq"]
+        k = w.value("cast", [x], "i32", x.shape, attrs="dtype=i32")
+        arg = k
+    else:
+        w.defs += ["def @sq %p", "  %r = mul %p %p", "  return %r", "end @sq"]
+        arg = w.value("detach", [x], "f32", x.shape, carry=[]) if kind == "behind detach" \
+            else other
+    c = w.value("call", [Val("@sq", "func", ()), arg], "f32", x.shape, carry=[], no_rule=True)
+    y = w.value("add", [w.loss(w.value("mul", [x, x], "f32", x.shape)), w.loss(c)], "f32", ())
+    return y, x, f"a call {kind}"
+
+
+def _memory_off_path(w, base, x, other):
+    kind = w.choose(("stored data x does not reach", "overwritten store",
+                     "load before the store"))
+    scratch = w.buffer("f32", x.shape, "mem")
+    loaded = w.fresh("m")
+    if kind == "stored data x does not reach":
+        w.line(f"store {scratch} {other.text}")
+        w.line(f"{loaded} = load {scratch}")
+    elif kind == "overwritten store":
+        w.line(f"store {scratch} {x.text}")
+        w.line(f"store {scratch} {w.literal('f32').text}")
+        w.line(f"{loaded} = load {scratch}")
+    else:
+        w.line(f"{loaded} = load {scratch}")
+        w.line(f"store {scratch} {x.text}")
+    m = Val(loaded, "f32", x.shape)
+    y = w.loss(w.value("mul", [m, x], "f32", x.shape))
+    return y, x, f"a load that x does not reach ({kind})"
+
+
+def _independent(w, base, x, other):
+    return w.loss(w.value("sin", [other], "f32", other.shape)), x, "y does not depend on x"
+
+
+def _gradient_in_loop(w, base, x, other):
+    y = w.loss(w.value("mul", [x, x], "f32", x.shape))
+    count = w.integer(1, 3)
+    out = w.buffer("f32", (count,), "out")
+    i = w.fresh("i")
+    w.line(f"{i} = range {count}")
+    g = w.fresh("g")
+    w.line(f"  {g} = gradient {y.text} {x.text}")
+    flat = w.fresh("v")
+    if x.shape:
+        w.line(f"  {flat} = reduce {g} op=add")
+        w.line(f"  store {out} {flat} {i}")
+    else:
+        w.line(f"  store {out} {g} {i}")
+    w.line(f"end {i}")
+    return None, None, "a gradient inside a loop that depends on nothing of the loop"
+
+
+def _x_without_rule(w, base, x, other):
+    p = w.value("reduce", [x], "f32", (), attrs="op=mul", no_rule=True)
+    y = w.value("mul", [p, p], "f32", ())
+    return y, p, "x is a reduce op=mul node: the walk stops at x"
+
+
+def _detached_loss(w, base, x, other):
+    s = w.loss(w.value("mul", [x, x], "f32", x.shape))
+    return w.value("detach", [s], "f32", (), carry=[]), x, "the loss is a detach"
+
+
+NEAR_MISSES: tuple[Callable, ...] = (_reduce_mul_off_path, _call_off_path, _memory_off_path,
+                                     _independent, _gradient_in_loop, _x_without_rule,
+                                     _detached_loss)
+
+
+def near_misses(*, max_noise: int = 3) -> st.SearchStrategy[Case]:
+    """Valid programs that look invalid, each of which must be accepted: a reduce op=mul, call
+    or load off the path, or reachable only through detach or an i32 cast; x a load or a node
+    with no rule; y not depending on x; a gradient inside a loop that depends on nothing of
+    the loop; a detached loss. Shrinks towards the first kind and no noise."""
+    return _near_misses(Bounds(max_noise=max_noise))
+
+
+@st.composite
+def _near_misses(draw, b: Bounds) -> Case:
+    max_noise = b.max_noise
+    w = Writer(draw, prune=False)
+    make = w.choose(NEAR_MISSES)
+    base = w.choose(SHAPES[:2])
+    x = w.input("f32", base)
+    other = w.input("f32", base)
+    _noise(w, base, max_steps=max_noise)
+    y, target, how = make(w, base, x, other)
+    if y is not None:
+        g = w.gradient(y, target)
+        w.store(g)
+    return _case(draw, w, mode="anything", kind="near miss", how=f"near miss: {how}")
