@@ -383,7 +383,7 @@ def is_check(item) -> bool:
 
 def stable_id(item) -> str:
     """The id an xfails or skips entry matches: the check's module and name and its
-    parameter (`test_cases.py::test_case_file[gradient/max_tie.ir]`), the same wherever the
+    parameter (`test_cases.py::test_case_file[examples/max_tie.ir]`), the same wherever the
     implementation or the suite is installed."""
     return f"{pathlib.Path(item.path).name}::{item.name}"
 
@@ -397,8 +397,8 @@ class Entry:
     """One line of an xfails or skips file, read as the parts of a stable id it names
     (SPEC.md, "The conformance suite"): a module (`test_tape.py`), a check
     (`test_forward.py::test_exact_programs_bit_for_bit`, or its name alone), one instance
-    (`test_cases.py::test_case_file[gradient/max_tie.ir]`), or a parameter alone (a case
-    file, `gradient/max_tie.ir`). An entry matches an id whose parts are those; it is never
+    (`test_cases.py::test_case_file[examples/max_tie.ir]`), or a parameter alone (a case
+    file, `examples/max_tie.ir`). An entry matches an id whose parts are those; it is never
     a substring of one."""
 
     text: str

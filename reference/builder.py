@@ -1,5 +1,5 @@
 """From parsed statements to a built program: names, scopes, buffers, ranges, functions, and
-every `gradient` expanded. SPEC.md, "Programs", "Buffers", "Loops", "Functions".
+every `gradient` expanded. SPEC.md, "Text form", "Buffers and memory", "Loops", "Functions".
 
 Everything invalid is rejected here, at build time, with a BuildError (or a GradientError)
 naming the line and the token.
@@ -424,7 +424,7 @@ class _Builder:
 
 
 def reaching_stores(statements: list) -> dict[Node, set[Store]]:
-    """For each load, the stores whose written value it may read (SPEC.md, "Memory").
+    """For each load, the stores whose written value it may read (SPEC.md, "Buffers and memory").
 
     Program order, statically: a store of the whole buffer hides the stores before it; a store
     to one element adds itself to them. A range body's loads also read what the body stored in

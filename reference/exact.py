@@ -64,7 +64,7 @@ def is_nan(bits: int) -> bool:
 
 
 def same_f32(a: int, b: int) -> bool:
-    """Bit equality, except that every NaN equals every other NaN (SPEC.md, "Comparing")."""
+    """Bit equality, except that every NaN equals every other NaN (SPEC.md, "NaN")."""
     return a == b or (is_nan(a) and is_nan(b))
 
 
@@ -99,7 +99,7 @@ _MAX_DECIMAL_EXPONENT, _MIN_DECIMAL_EXPONENT = 40, -47
 
 
 def f32_from_text(text: str) -> int:
-    """The f32 literal `text` (SPEC.md, "Literals"): the decimal rounded once to the nearest
+    """The f32 literal `text` (SPEC.md, "Text form"): the decimal rounded once to the nearest
     f32, ties to even, with subnormals and overflow to infinity; or inf, -inf, nan."""
     special = {"inf": POS_INF, "-inf": NEG_INF, "nan": QUIET_NAN}
     if text in special:
@@ -190,7 +190,7 @@ def f32_sin(a: int) -> int:
 
 
 # Not ops of the IR: the suite's variants of the rules write some shares with them
-# (conformance/variants.py), as implementations do.
+# (conformance/diagnosis/variants.py), as implementations do.
 
 
 def f32_div(a: int, b: int) -> int:

@@ -126,7 +126,7 @@ def check_shape(shape) -> tuple[int, ...]:
 
 
 def _elementwise_shape(op: str, operands: tuple[Node, ...]) -> tuple[int, ...]:
-    """Literals broadcast; every other operand must have one shape (SPEC.md, "Shapes")."""
+    """Literals broadcast; every other operand must have one shape (SPEC.md, "Broadcast")."""
     shapes = {o.shape for o in operands if not o.is_literal}
     if len(shapes) > 1:
         listed = ", ".join(f"{list(o.shape)}" for o in operands)

@@ -103,7 +103,7 @@ class Interpreter:
 
     A domain may also carry `overrides`, (op, operand dtype) -> a scalar function in place of
     the table's, `arrays`, op -> a function of a node and its operands' values, and its own
-    `fold_row`: the suite's variants of the spec do (conformance/variants.py); the spec's
+    `fold_row`: the suite's variants of the spec do (conformance/diagnosis/variants.py); the spec's
     domains have none of them."""
 
     def __init__(self, program: Program, domain=EXACT):

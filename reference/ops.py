@@ -1,4 +1,4 @@
-"""The IR's vocabulary, once: its ops, dtypes, features and conventions. SPEC.md, "The IR".
+"""The IR's vocabulary, once: its ops, dtypes, features and conventions. SPEC.md, "Operations".
 
 Each row of OPS is one op: how many operands it takes and of which dtypes, the dtype of its
 result when that is not its operands', its attributes, which rows of the gradient table

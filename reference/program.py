@@ -1,5 +1,5 @@
 """A built program: what `builder.py` makes of parsed statements, and what the interpreter,
-the printer and the suite read. SPEC.md, "Programs", "Loops", "Functions"."""
+the printer and the suite read. SPEC.md, "Text form", "Loops", "Functions"."""
 
 from __future__ import annotations
 

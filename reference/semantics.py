@@ -5,7 +5,7 @@ exercise). SPEC.md, "gradient", "The rules", "Hash consing", "Values and arithme
 
 `SPEC` is the spec, and the default of everything in the reference. Each field is one of the
 spec's own functions or tables, so reading this module is reading the list of what the spec
-decides. The suite's catalogue of variants (conformance/variants.py) makes other values of
+decides. The suite's catalogue of variants (conformance/diagnosis/variants.py) makes other values of
 this type, each the spec with one choice made otherwise, to say what an implementation did
 instead; nothing here knows of them.
 """

@@ -94,7 +94,7 @@ def _parsed(code: str) -> tuple | None:
 
 
 def literal(text: str, line: int = 0) -> Operand:
-    """Decode a literal token (SPEC.md, "Literals"), or raise ParseError."""
+    """Decode a literal token (SPEC.md, "Text form"), or raise ParseError."""
     decoded = _decoded(text)
     if isinstance(decoded, str):
         raise ParseError(line, text, decoded)

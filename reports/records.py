@@ -1,9 +1,10 @@
 """A conformance run as plain data: the records the HTML and JSON reports are made from.
 SPEC.md, "Reports".
 
-Nothing here runs an implementation or the reference: the suite (conformance/record.py) fills
-these records, and the renderers (reports/html.py, `to_json`) are pure functions of them. The
-JSON form is versioned by `SCHEMA`; a reader refuses another major version rather than guess.
+Nothing here runs an implementation or the reference: the suite (conformance/divergence.py
+and totals.py) fills these records, and the renderers (reports/html.py, `to_json`) are pure
+functions of them. The JSON form is versioned by `SCHEMA`; a reader refuses another major
+version rather than guess.
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ class Divergence:
     signature: tuple[str, str, str] = ("", "", "")
     statements: int = 0
     also: list[str] = field(default_factory=list)  # signatures this one stands for
-    # What the implementation did instead, in the spec's terms (conformance/diagnosis.py):
+    # What the implementation did instead, in the spec's terms (conformance/diagnosis/diagnose.py):
     # variants, pairs, tried, pairs_tried, reason; and its line, as the terminal shows it.
     diagnosis: dict = field(default_factory=dict)
     diagnosis_line: str = ""

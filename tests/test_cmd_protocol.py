@@ -1,5 +1,6 @@
-"""The JSON-lines protocol: `gradient-conformance serve` (and `python -m reference serve`), and
-the client that stands between the suite and an untrusted process (conformance/protocol.py).
+"""The JSON-lines protocol: `gradient-conformance serve` (and `python -m reference serve`),
+and the client that stands between the suite and an untrusted process
+(conformance/transports/jsonlines.py).
 SPEC.md, "The protocol"."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """i32, bool and cast semantics against independent implementations (numpy int32 where it
-follows C, plain Python where it does not), on random values. SPEC.md, "i32 and bool"."""
+follows C, plain Python where it does not), on random values. SPEC.md, "Values and arithmetic"."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The IR's vocabulary lives once, in reference/ops.py, and everything else derives from it
-(README, "Layout"; SPEC.md, "The IR").
+(README, "Layout"; SPEC.md, "Operations").
 
 The tests here say what a new op costs: the places that must change, each checked for every
 op of the table, so that a row added without one of them fails here naming the place; and a

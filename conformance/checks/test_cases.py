@@ -26,7 +26,7 @@ BIT_EXACT = frozenset(line.split("#")[0].strip() for line in
 
 
 def case_id(path) -> str:
-    """A case file's id: its path within the cases, as `gradient/max_tie.ir`."""
+    """A case file's id: its path within the cases, as `examples/max_tie.ir`."""
     return path.relative_to(CASES).as_posix()
 
 

@@ -7,8 +7,8 @@ SPEC.md section it departs from, and a `change`: a function from a Semantics
 compose: each touches its own part (a row of the rules, the fold, the domain's form of some
 ops), so two variants applied one after the other are both at once.
 
-The catalogue serves twice. Diagnosis (conformance/diagnosis.py) reruns the reference with a
-variant on a divergent case and names the variants that give exactly what the implementation
+The catalogue serves twice. Diagnosis (conformance/diagnosis/diagnose.py) reruns the reference
+with a variant on a divergent case and names the variants that give exactly what the implementation
 gave. And each variant is a faulty implementation that the suite must kill
 (`gradient-conformance mutants`; `--impl=variant:NAME` runs the suite against one).
 

@@ -2,8 +2,8 @@
 SPEC.md, "Statuses": ok, rejected, run-error or failure.
 
 One place for the rules, used wherever a Python module is called: in the isolated worker
-(conformance/worker.py), in the JSON-lines server (`gradient-conformance serve`), and in the
-unprotected in-process mode. So a module gets the same statuses however it is run.
+(transports/worker_process.py), in the JSON-lines server (`gradient-conformance serve`), and
+in the unprotected in-process mode. So a module gets the same statuses however it is run.
 
 - An exception from `build` is a rejection: the protocol's deliberate answer. Running out of
   memory or of recursion depth is not a decision, and neither is an exception that is not an

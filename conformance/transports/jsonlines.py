@@ -106,7 +106,7 @@ KEPT_BUILDS = 64  # a server keeps the programs of its latest builds
 
 def serve(module, lines, write) -> None:
     """Answer each request line with one reply line, until the input ends, calling
-    `module` as conformance/calling.py does: its statuses are the suite's."""
+    `module` as conformance/transports/calling.py does: its statuses are the suite's."""
     programs: dict[int, object] = {}
     described = False
     for line in lines:

@@ -21,8 +21,8 @@ LOAD_TIMEOUT = 120.0  # importing a framework (PyTorch, TensorFlow) can take far
 
 
 class Worker:
-    """A Python module in a worker process (conformance/worker.py), started at the first
-    request and again after any failure that killed it. Every request has a deadline; on a
+    """A Python module in a worker process (its far side: worker_process.py), started at the
+    first request and again after any failure that killed it. Every request has a deadline; on a
     timeout, a crash or a reply that breaks the protocol, the worker's whole session is
     killed."""
 
