@@ -13,9 +13,9 @@ run after the other on the same machine. Figures, not a test: nothing asserts a 
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
-import time
+
+from gradient_conformance.conformance.commands.suite import in_subprocess
 
 
 def modes(impl: str) -> dict[str, list[str]]:
@@ -28,12 +28,10 @@ def modes(impl: str) -> dict[str, list[str]]:
 
 
 def run(args: list[str], profile: str, extra: list[str]) -> tuple[float, str]:
-    started = time.perf_counter()
-    result = subprocess.run([sys.executable, "-m", "gradient_conformance", *args,
-                             f"--profile={profile}", "-q", "-p", "no:cacheprovider", *extra],
-                            capture_output=True, text=True)
-    lines = (result.stdout or result.stderr).strip().splitlines()
-    return time.perf_counter() - started, lines[-1] if lines else f"exit {result.returncode}"
+    done = in_subprocess([*args, f"--profile={profile}", "-q", "-p", "no:cacheprovider",
+                          *extra])
+    lines = done.output.strip().splitlines()
+    return done.seconds, lines[-1] if lines else f"exit {done.code}"
 
 
 def main(argv=None) -> int:

@@ -375,10 +375,11 @@ def pytest_report_header(config):
 def is_check(item) -> bool:
     """Whether a collected test is one of the suite's checks: a test that takes this
     plugin's `impl` fixture. The installed checks do; so does a check file of the user's
-    own given on the command line. A test whose module defines an `impl` of its own is the
-    user's own test, not a check."""
-    return "impl" in getattr(item, "fixturenames", ()) and not hasattr(
-        getattr(item, "module", None), "impl")
+    own given on the command line. A test that is given an `impl` of its own (a parameter,
+    or a fixture its module defines) is the user's own test, not a check."""
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    return "impl" in getattr(item, "fixturenames", ()) and "impl" not in params and not \
+        hasattr(getattr(item, "module", None), "impl")
 
 
 def stable_id(item) -> str:

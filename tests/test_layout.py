@@ -139,6 +139,36 @@ def test_reports_render_without_the_suite():
                   if not t.startswith("gradient_conformance.reports")) == []
 
 
+# Which of the repository's packages each may import (besides itself): the oracle imports
+# nothing of the rest; the strategies build on the oracle; the suite on both and on the
+# reports, which import nothing of the project; the matrix reads the list of systems from
+# adapters/systems.py (data, importing no system).
+MAY_IMPORT = {
+    "reference": set(),
+    "generators": {"reference"},
+    "reports": set(),
+    "conformance": {"reference", "generators", "reports", "adapters"},
+    "implementations": set(),
+    "adapters": {"reference"},
+}
+
+
+def _package(name: str) -> str:
+    return name.split(".")[1] if name.count(".") else ""
+
+
+def test_the_packages_depend_one_way():
+    """generators/ and conformance/ depend on reference/, never the reverse (README,
+    "Layout"); the op table they derive from is reference/ops.py."""
+    found = sorted(f"{name} imports {t}" for name, targets in graph().items()
+                   for t in targets if _package(t) != _package(name)
+                   and _package(t) not in MAY_IMPORT[_package(name)])
+    assert found == []
+    assert {t for name, targets in graph().items() if _package(name) == "conformance"
+            for t in targets if _package(t) == "adapters"} <= {
+        "gradient_conformance.adapters.systems"}
+
+
 def test_the_detector_finds_a_cycle():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 

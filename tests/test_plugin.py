@@ -244,3 +244,23 @@ def test_xfails_and_skips_match_parts_of_an_id_not_substrings(tmp_path):
     bad.write_text("# known\ntest_cases.py::test_case_file[\n")
     code, output, _ = suite(RECIP, f"--xfails-file={bad}", "--collect-only", "-q")
     assert code in (2, 4) and "line 2" in output and "test_case_file[" in output, output[-2000:]
+
+
+def test_a_user_s_test_given_an_impl_of_its_own_is_not_a_check(tmp_path):
+    """A parameter or a module's own fixture named impl makes a user's test, which runs as
+    ever beside the plugin: no usage error for a suite nobody asked for."""
+    (tmp_path / "test_mine.py").write_text(textwrap.dedent("""
+        import pytest
+
+        @pytest.fixture
+        def impl():
+            return "mine"
+
+        def test_fixture(impl):
+            assert impl == "mine"
+    """))
+    (tmp_path / "test_param.py").write_text(
+        "import pytest\n\n@pytest.mark.parametrize('impl', ['a', 'b'])\n"
+        "def test_param(impl):\n    assert impl in 'ab'\n")
+    code, output = _pytest("-q", cwd=tmp_path)
+    assert code == 0 and "3 passed" in output, output

@@ -17,35 +17,13 @@ import datetime
 import json
 import os
 import pathlib
-import subprocess
 import sys
 from html import escape
 
+from gradient_conformance.adapters.systems import systems
+from gradient_conformance.conformance.commands.suite import in_subprocess
 from gradient_conformance.conformance.divergence import write_atomically
-from gradient_conformance.reports.records import Report, from_json
-
-# The in-process adapters, each with the package it needs: compiled beside eager.
-ADAPTERS = (("torch", "torch_impl"), ("torch", "torch_compile_impl"), ("jax", "jax_impl"),
-            ("jax", "jax_jit_impl"), ("tinygrad", "tinygrad_impl"),
-            ("tensorflow", "tensorflow_impl"), ("micrograd", "micrograd_impl"),
-            ("autograd", "autograd_impl"), ("pytensor", "pytensor_impl"))
-MXNET = "cmd:.venv-mxnet/bin/python -m gradient_conformance serve adapters.mxnet_impl"
-TFJS = "cmd:node adapters/tfjs/server.mjs"
-
-
-def systems(base: pathlib.Path) -> list[str]:
-    """Every system that can run from `base` (a checkout, set up by make): the reference,
-    the fast implementation, the adapters whose packages are installed, and the two served
-    systems where their environments are."""
-    import importlib.util
-    found = ["reference", "implementations.fast"]
-    found += [f"adapters.{module}" for package, module in ADAPTERS
-              if importlib.util.find_spec(package) is not None]
-    if (base / ".venv-mxnet" / ".ready").exists():
-        found.append(MXNET)
-    if (base / "adapters" / "tfjs" / "node_modules" / "@tensorflow" / "tfjs-core").is_dir():
-        found.append(TFJS)
-    return found
+from gradient_conformance.reports.records import Report
 
 
 def stem_of(spec: str) -> str:
@@ -58,20 +36,15 @@ def run_one(spec: str, out: pathlib.Path, *, profile: str = "ci",
     """The suite against one implementation, in a subprocess: its report, or None and what
     went wrong."""
     stem = stem_of(spec)
-    json_path = out / f"{stem}.json"
-    json_path.unlink(missing_ok=True)  # a report left by an earlier run is not this one's
     env = dict(os.environ)
     env.setdefault("DEV", "PYTHON")  # tinygrad's device; no other system reads it
-    # From where the user is, so that their modules and relative paths mean what they say.
-    run = subprocess.run(
-        [sys.executable, "-m", "gradient_conformance", f"--impl={spec}",
-         f"--profile={profile}", "-q", "-p", "no:cacheprovider",
-         f"--report={out / (stem + '.html')}", f"--report-json={json_path}", *extra],
-        env=env, capture_output=True, text=True)
-    if run.returncode not in (0, 1) or not json_path.exists():  # 0 agrees, 1 diverges
-        tail = (run.stderr or run.stdout).strip().splitlines()[-5:]
-        return None, f"exit status {run.returncode}: " + " ".join(tail)[-300:]
-    return from_json(json_path.read_text()), ""
+    done = in_subprocess([f"--impl={spec}", f"--profile={profile}", "-q", "-p",
+                          "no:cacheprovider", f"--report={out / (stem + '.html')}", *extra],
+                         report_json=out / f"{stem}.json", env=env)
+    if done.code not in (0, 1) or done.report is None:  # 0 agrees, 1 diverges
+        tail = done.output.strip().splitlines()[-5:]
+        return None, f"exit status {done.code}: " + " ".join(tail)[-300:]
+    return done.report, ""
 
 
 def cell(report: Report, check: str) -> tuple[str, str]:
@@ -179,13 +152,13 @@ def divergence_key(d) -> str:
 def summary(reports, date: str) -> dict:
     """The matrix's JSON: when, and per system what it is and which divergences it had (key
     -> summary), for the next matrix to compare with."""
-    systems = {}
+    found = {}
     for spec, (report, problem) in reports.items():
-        systems[spec] = {"problem": problem} if report is None else {
+        found[spec] = {"problem": problem} if report is None else {
             "implementation": report.implementation, "report": f"{stem_of(spec)}.html",
             "divergences": {divergence_key(d): _one_line(d.summary)
                             for d in report.divergences}}
-    return {"date": date, "systems": systems}
+    return {"date": date, "systems": found}
 
 
 def changes(previous: dict | None, current: dict) -> dict[str, dict]:

@@ -13,27 +13,23 @@ from __future__ import annotations
 
 import re
 import statistics
-import subprocess
 import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
 
+from gradient_conformance.conformance.commands.suite import in_subprocess
 from gradient_conformance.conformance.diagnosis.variants import CATALOGUE, EQUIVALENT
 
 
 def run_one(name: str, profile: str, extra: tuple[str, ...] = ()) -> tuple[str, str, float]:
     """(outcome: killed, survived or error; the check that killed it, or what went wrong;
     seconds to the end of the run, which stops at the first failure)."""
-    started = time.perf_counter()
-    run = subprocess.run([sys.executable, "-m", "gradient_conformance",
-                          f"--impl=variant:{name}", f"--profile={profile}", "-x", "-q",
-                          "-p", "no:cacheprovider", *extra], capture_output=True, text=True)
-    seconds = time.perf_counter() - started
-    output = run.stdout + run.stderr
-    if run.returncode == 1:
+    done = in_subprocess([f"--impl=variant:{name}", f"--profile={profile}", "-x", "-q",
+                          "-p", "no:cacheprovider", *extra])
+    output, seconds = done.output, done.seconds
+    if done.code == 1:
         failed = re.search(r"^FAILED \S*?(\w+\.py::\w+(\[[^\]]*\])?)", output, re.M)
         return "killed", failed.group(1) if failed else "a check", seconds
-    if run.returncode == 0:
+    if done.code == 0:
         return "survived", "", seconds
     return "error", " ".join(output.strip().splitlines()[-2:])[-200:], seconds
 
