@@ -100,7 +100,6 @@ def hang_costs(case_and_buffers, timeout: float) -> None:
                 started = time.perf_counter()
                 outcome = impl.run_case(hanging, buffers, declared)
                 hung = time.perf_counter() - started
-                impl.begin_check()
                 started = time.perf_counter()
                 after = impl.run_case(case.source, buffers, declared)
                 recovered = time.perf_counter() - started
