@@ -115,7 +115,7 @@ def test_a_fault_outside_the_catalogue_gets_no_name(tmp_path):
 
 def test_the_matrix_says_what_each_system_does_from_its_diagnoses():
     """The conformance table's findings are the diagnoses, counted per system."""
-    from gradient_conformance.conformance.commands.matrix import findings, markdown
+    from gradient_conformance.reports.matrix import findings, markdown
     from gradient_conformance.reports.records import Divergence, Report
 
     def named(name):

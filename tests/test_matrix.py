@@ -8,7 +8,7 @@ import json
 import subprocess
 import sys
 
-from gradient_conformance.conformance.commands.matrix import changes, html, summary
+from gradient_conformance.reports.matrix import changes, html, summary
 from gradient_conformance.reports.records import Divergence, Report
 from tests.conftest import FAST
 
@@ -31,8 +31,8 @@ def test_the_page_says_what_is_new_and_what_was_fixed():
     now = {"a": (_report(kept, came), ""), "b": (None, "exit status 4: no module")}
     current = summary(now, "2026-12-02")
     change = changes(json.loads(json.dumps(before)), current)
-    assert change["a"] == {"new": {" | ".join(came): "mul differs"},
-                           "fixed": {" | ".join(gone): "sqrt differs"}}
+    assert change["a"] == {"new": {" / ".join(came): "mul differs"},
+                           "fixed": {" / ".join(gone): "sqrt differs"}}
     assert change["b"] == {"only": "now"} and change["old"] == {"only": "before"}
     page = html(now, runs="m.runs", previous=before, current=current)
     assert "<h2>Since the previous matrix (2026-12-01)</h2>" in page
@@ -46,6 +46,16 @@ def test_the_page_says_what_is_new_and_what_was_fixed():
     older = html(now, runs="m.runs", previous={"date": "", "systems": {}}, current=current)
     assert "The previous matrix kept no divergences to compare with." in older
     assert "new to the matrix" not in older
+
+
+def test_a_matrix_kept_before_the_one_spelling_compares_alike():
+    """A matrix written before the signature had one spelling joined its parts with " | ":
+    read again, the same divergences are the same."""
+    kept = ("test_case_file", "recip", "bits")
+    before = summary({"a": (_report(kept), "")}, "2026-12-01")
+    before["systems"]["a"]["divergences"] = {" | ".join(kept): "recip differs"}
+    change = changes(before, summary({"a": (_report(kept), "")}, "2026-12-02"))
+    assert change["a"] == {"new": {}, "fixed": {}}
 
 
 def test_two_matrices_at_one_path_compare(tmp_path):

@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from gradient_conformance.conformance.commands.suite import in_subprocess
 from gradient_conformance.conformance.diagnosis.variants import CATALOGUE, EQUIVALENT
+from gradient_conformance.conformance.plugin import PROFILES
 
 
 def run_one(name: str, profile: str, extra: tuple[str, ...] = ()) -> tuple[str, str, float]:
@@ -84,7 +85,7 @@ def add_parser(commands) -> None:
                                   "the spec in the catalogue: each must be killed")
     parser.add_argument("--variant", dest="variants", action="append", default=None,
                          help="only this variant (repeatable); default all")
-    parser.add_argument("--profile", default="ci", choices=["ci", "dev", "nightly"])
+    parser.add_argument("--profile", default="ci", choices=sorted(PROFILES))
     parser.add_argument("--max-examples", type=int, default=None)
     parser.add_argument("--jobs", type=int, default=1, help="runs at a time (default 1)")
     parser.add_argument("--list", dest="listing", action="store_true",

@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from gradient_conformance import reference
+from gradient_conformance.conformance.plugin import PROFILES
 from gradient_conformance.conformance.running import expected, single_op_source
 from gradient_conformance.generators import (
     Case,
@@ -50,9 +51,8 @@ KINDS = [
     ("rejection", invalid_gradients(), 0.20),
     ("transcendental", transcendental_samples(), 0.05),
 ]
-# What --profile means for vectors: ci draws the same set every time (seed 0 unless given),
-# dev and nightly a fresh one unless --seed is given.
-PROFILES = ("ci", "dev", "nightly")
+# What --profile means for vectors (the suite's profiles, plugin.PROFILES): ci draws the same
+# set every time (seed 0 unless given), dev and nightly a fresh one unless --seed is given.
 
 
 def counts(total: int) -> dict[str, int]:
@@ -139,7 +139,7 @@ def add_parser(commands) -> None:
     parser = commands.add_parser("vectors", help="export generated cases with expected bits")
     parser.add_argument("--out", required=True, help="the folder to write into")
     parser.add_argument("--count", type=int, default=1000)
-    parser.add_argument("--profile", default="ci", choices=["ci", "dev", "nightly"],
+    parser.add_argument("--profile", default="ci", choices=sorted(PROFILES),
                          help="ci: the same vectors every time; dev, nightly: fresh ones")
     parser.add_argument("--seed", type=int, default=None, help="draw the set of this seed")
 
