@@ -141,3 +141,28 @@ def test_ctrl_c_still_stops_the_suite():
     process.send_signal(signal.SIGINT)
     output, _ = process.communicate(timeout=60)
     assert process.returncode == 2 and "KeyboardInterrupt" in output, output[-2000:]
+
+
+def test_a_check_s_health_is_its_own_and_not_the_next_one_s():
+    """A timeout abandons the check it happened in (its Guarded view refuses every later
+    call, so shrinking stops), and nothing of it stays on the implementation the session
+    shares: the next check's view calls it as ever."""
+    from gradient_conformance.conformance.running import Tally
+    from gradient_conformance.conformance.transports.loading import Abandoned, Guarded
+    impl = load(str(HERE / "c_loop.py"), timeout=1.0)
+    source = "%a = buffer slot=0 dtype=f32\n%x = load %a\nstore %a %x\n"
+    buffers, declared = {0: np.zeros((), np.float32)}, {0: ("f32", ())}
+    try:
+        first = Tally()
+        view = Guarded(impl, first)
+        assert view.run_case(source, buffers, declared).reason == "timeout"
+        assert first.timed_out and "timed out in this check" in first.abandon
+        with pytest.raises(Abandoned):
+            view.run_case(source, buffers, declared)
+        second = Tally()
+        second.restarts_before = impl.restarts
+        assert Guarded(impl, second).run_case(source, buffers, declared).reason == "timeout"
+        assert not any(hasattr(impl, name) for name in ("abandon", "timed_out",
+                                                        "restarts_before"))
+    finally:
+        impl.close()

@@ -213,3 +213,45 @@ def test_a_module_is_served_without_the_suite_s_dependencies():
     assert run.returncode == 0, run.stderr[-2000:]
     reply = json.loads(run.stdout.splitlines()[0])
     assert reply["id"] == 1 and reply["ok"] is True and reply["name"] == "fast", reply
+
+
+def _private_uses(path: pathlib.Path) -> list[str]:
+    """pytest's private modules imported, and private attributes read of pytest's objects
+    (an item, a config, a session, a request, a report)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else \
+                [a.name for a in node.names]
+            found += [f"{path.name}:{node.lineno} imports {n}" for n in names
+                      if n.split(".")[0] == "_pytest"]
+        elif isinstance(node, ast.Attribute) and node.attr.startswith("_") and \
+                not node.attr.startswith("__") and isinstance(node.value, ast.Name) and \
+                node.value.id in ("item", "config", "session", "request", "report", "items"):
+            found.append(f"{path.name}:{node.lineno} reads {node.value.id}.{node.attr}")
+        elif isinstance(node, ast.Constant) and node.value in ("_fixtureinfo", "_request"):
+            found.append(f"{path.name}:{node.lineno} names {node.value}")
+    return found
+
+
+def test_the_plugin_and_fuzz_use_only_pytest_s_public_interface():
+    found = [line for path in sorted((ROOT / "conformance").rglob("*.py"))
+             for line in _private_uses(path)]
+    assert found == []
+
+
+def test_one_function_runs_the_suite_in_a_subprocess():
+    """commands/suite.py's in_subprocess: the other commands call it, and write no
+    `python -m gradient_conformance` run of their own (fuzz's Dask task runs a session of
+    its own, not the command)."""
+    found = []
+    for path in sorted((ROOT / "conformance").rglob("*.py")):
+        if path.name == "suite.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.List) and any(
+                    isinstance(e, ast.Constant) and e.value == "gradient_conformance"
+                    for e in node.elts) and any(
+                    isinstance(e, ast.Constant) and e.value == "-m" for e in node.elts):
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert found == []

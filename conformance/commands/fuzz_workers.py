@@ -220,6 +220,7 @@ def connect(scheduler: str):
     """A Dask client of the scheduler at `scheduler`, once a worker has joined it; ValueError
     if it cannot be reached, or no worker joins, in a minute."""
     from distributed import Client
+    _reachable(scheduler)
     try:
         client = Client(scheduler, timeout=20)
     except OSError as problem:
@@ -231,6 +232,26 @@ def connect(scheduler: str):
         raise ValueError(f"no Dask worker joined the scheduler at {scheduler} in 60 s") \
             from None
     return client
+
+
+def _reachable(scheduler: str) -> None:
+    """ValueError at once when nothing listens at a tcp:// address: Dask's client would
+    retry a refused connection for its whole timeout before saying so."""
+    import socket
+    from urllib.parse import urlsplit
+    try:
+        parts = urlsplit(scheduler)
+        host, port = parts.hostname, parts.port
+    except ValueError as problem:
+        raise ValueError(f"{scheduler!r} is not a scheduler's address (tcp://HOST:PORT): "
+                         f"{problem}") from None
+    if parts.scheme != "tcp" or host is None or port is None:
+        return  # another transport: Dask's client says what it needs
+    try:
+        socket.create_connection((host, port), timeout=10).close()
+    except OSError as problem:
+        raise ValueError(f"cannot reach the Dask scheduler at {scheduler}: "
+                         f"{problem.strerror or problem}") from None
 
 
 def on_cluster(client, arguments: list[str], loop: dict, take, tick, *, task_seconds: float,
