@@ -5,6 +5,7 @@ errors for what cannot be checked, xdist, and what the terminal shows of a failu
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -17,9 +18,9 @@ from tests.conftest import FAST, FAULTS, ROOT, suite
 RECIP = f"{FAULTS}.recip_form"
 
 
-def _pytest(*args, cwd=ROOT):
+def _pytest(*args, cwd=ROOT, env=None):
     run = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
-                         cwd=cwd, capture_output=True, text=True, timeout=900)
+                         cwd=cwd, capture_output=True, text=True, timeout=900, env=env)
     return run.returncode, run.stdout + run.stderr
 
 
@@ -194,15 +195,17 @@ def test_the_matrix_runs_from_where_the_user_is(tmp_path):
 
 def test_a_user_s_own_hypothesis_tests_keep_their_settings(tmp_path):
     """The suite's settings go to its checks alone: a user's Hypothesis tests in the same
-    session keep Hypothesis's defaults, health checks included, while the suite's checks
-    run the examples the suite was told to."""
+    session see the settings they see without the suite (Hypothesis's defaults, or its own
+    ci profile where CI is set), while the suite's checks run the examples it was told to."""
     (tmp_path / "test_mine.py").write_text(textwrap.dedent("""
+        import json, os
         from hypothesis import given, settings, strategies as st
 
-        def test_the_default_settings_are_hypothesis_s():
-            assert settings.default.max_examples == 100
-            assert settings.default.suppress_health_check == ()
-            assert settings.default.derandomize is False
+        def test_the_default_settings():
+            d = settings.default
+            with open(os.environ["SEEN"], "w") as out:
+                json.dump([d.max_examples, sorted(map(str, d.suppress_health_check)),
+                           d.derandomize, str(d.deadline), [str(p) for p in d.phases]], out)
 
         seen = []
 
@@ -211,16 +214,22 @@ def test_a_user_s_own_hypothesis_tests_keep_their_settings(tmp_path):
             seen.append(x)
 
         def test_drawn_as_many_as_the_default():
-            assert len(seen) == 100
+            assert len(seen) == settings.default.max_examples
     """))
+    alone, beside = tmp_path / "alone.json", tmp_path / "beside.json"
+    code, output = _pytest(str(tmp_path / "test_mine.py"), "-q", cwd=tmp_path,
+                           env={**os.environ, "SEEN": str(alone)})
+    assert code == 0 and "3 passed" in output, output[-3000:]
     report = tmp_path / "run.json"
     code, output = _pytest(str(tmp_path / "test_mine.py"), "--pyargs",
                            "gradient_conformance.conformance.checks", f"--impl={FAST}",
                            "--conformance-max-examples=7", f"--conformance-report-json={report}",
-                           "-q", "-p", "no:randomly", "-k",
-                           "test_mine or test_exact_programs_bit_for_bit", cwd=tmp_path)
-    assert code == 0, output[-3000:]
-    assert "4 passed" in output, output[-3000:]
+                           "-q", "-k", "test_drawn or test_the_default or "
+                           "test_exact_programs_bit_for_bit", cwd=tmp_path,
+                           env={**os.environ, "SEEN": str(beside)})
+    assert code == 0 and "4 passed" in output, output[-3000:]
+    assert json.loads(beside.read_text()) == json.loads(alone.read_text())
+    assert json.loads(alone.read_text())[0] != 7
     checks = json.loads(report.read_text())["checks"]
     assert set(checks) == {"test_exact_programs_bit_for_bit"}, checks
 
