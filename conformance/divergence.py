@@ -25,7 +25,7 @@ from gradient_conformance.conformance.running import Finding
 from gradient_conformance.conformance.transports.loading import Abandoned
 from gradient_conformance.reference import cases, exact
 from gradient_conformance.reference.errors import IRError
-from gradient_conformance.reference.ops import FEATURES
+from gradient_conformance.reference.ops import FEATURES, feature
 from gradient_conformance.reference.printer import format_expanded, format_trace
 from gradient_conformance.reference.program import Define, Program, walk
 from gradient_conformance.reference.rules import rule_key
@@ -58,7 +58,7 @@ def describe(check: str, test_id: str, finding: Finding, impl=None) -> Divergenc
                                                         if s.op == "store"}
     gradients = {s.line for s in statements if s.op == "gradient"}
     highlight = sorted(gradients if finding.rule is not None else stored)
-    ops = {_feature(s.op, s.attr("op")) for s in statements if s.line in lines}
+    ops = {feature(s.op, s.attr("op")) for s in statements if s.line in lines}
     trace = expanded = ""
     if program is not None and gradients and want.status == "ok":
         trace, expanded = format_trace(program), format_expanded(program)
@@ -141,10 +141,6 @@ def undescribed(check: str, test_id: str, text: str) -> Divergence:
                                 "(an error of the check itself: its text is above)"})
 
 
-def _feature(op: str, reduce_op) -> str:
-    return "reduce_mul" if op == "reduce" and reduce_op == "mul" else op
-
-
 def _cone(program: Program, slot: int | None) -> tuple[set[int], set[int]]:
     """(the lines the final value of `slot` depends on, the lines that store it and make the
     value stored); every store's, when no slot differs (a status or a failure)."""
@@ -158,7 +154,7 @@ def _rules_applied(program: Program, lines: set[int]) -> set[str]:
     """The ops whose rows of the rules table the gradients on `lines` applied: the nodes
     their walks visited. A gradient of a gradient walks the first one's nodes, so the rules
     inside it (recip in sqrt's) are among them."""
-    return {_feature(*rule_key(v.node).partition(".")[::2]) for s in walk(program.statements)
+    return {feature(*rule_key(v.node).partition(".")[::2]) for s in walk(program.statements)
             if isinstance(s, Define) and s.expansion is not None and s.line in lines
             for v in s.expansion.visits}
 

@@ -175,12 +175,10 @@ class Run:
     def pytest_sessionstart(self, session):
         if _worker_id(self.config) is not None:
             return
-        impl = self.impl
-        self.config.hook.pytest_gradient_conformance_loaded(implementation={
-            "name": impl.name, "version": impl.version, "spec": impl.spec,
-            "capabilities": impl.capabilities})
+        self.config.hook.pytest_gradient_conformance_loaded(
+            implementation=self.impl.described())
         if self.config.getoption("dist", "no") != "no":
-            impl.close()  # the xdist controller runs no check: it only needed to ask
+            self.impl.close()  # the xdist controller runs no check: it only needed to ask
 
     def pytest_runtest_logreport(self, report):
         """Where the reports are written (not in an xdist worker), take each check's
@@ -253,8 +251,7 @@ class Run:
         except metadata.PackageNotFoundError:
             pass
         return Report(
-            implementation={"name": impl.name, "version": impl.version, "spec": impl.spec,
-                            "capabilities": impl.capabilities},
+            implementation=impl.described(),
             profile=self.profile,
             started=time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(self.started)),
             seconds=time.monotonic() - self.clock, checks=totals.outcomes,
@@ -417,8 +414,8 @@ class Entry:
         return None
 
     def matches(self, item) -> bool:
-        module, _, name = stable_id(item).partition("::")
-        check, _, param = name.partition("[")
+        module = pathlib.Path(item.path).name
+        check, _, param = item.name.partition("[")
         shown = param[:-1] if param.endswith("]") else None
         return ((self.module is None or self.module == module)
                 and (self.check is None or self.check == check)
@@ -537,7 +534,6 @@ def pytest_runtest_setup(item):
     from gradient_conformance.conformance.running import Tally
     from gradient_conformance.conformance.transports.loading import Guarded
     tally = item.stash[TALLY_KEY] = Tally()
-    tally.restarts_before = run.impl.restarts
     item.stash[GUARDED_KEY] = Guarded(run.impl, tally)
     needs = getattr(item.module, "PROTOCOL_FUNCTION", "build")
     if not run.impl.provides(needs):

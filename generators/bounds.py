@@ -6,6 +6,7 @@ SPEC.md, "Generators".
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -69,9 +70,7 @@ def shapes_of(name: str, value) -> tuple[tuple[int, ...], ...]:
                 isinstance(d, int) and not isinstance(d, bool) and d >= 1 for d in shape):
             raise InvalidArgument(f"{name} holds {shape!r}: a shape is a tuple of at most "
                                   f"{MAX_RANK} dims, each a whole number of at least 1")
-        size = 1
-        for d in shape:
-            size *= d
+        size = math.prod(shape)
         if size > MAX_ELEMENTS:
             raise InvalidArgument(f"{name} holds {shape!r}, of {size} elements: more than "
                                   f"the {MAX_ELEMENTS} SPEC.md allows a value")

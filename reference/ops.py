@@ -11,7 +11,6 @@ that a new op is one row here plus its rule, its arithmetic and its case files.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from .syntax import parse
@@ -47,6 +46,10 @@ class Op:
     @property
     def elementwise(self) -> bool:
         return bool(self.evaluate)
+
+    def computed(self, dtype: str) -> str | None:
+        """How one element of `dtype` operands is computed (see `evaluate`), or None."""
+        return dict(self.evaluate).get(dtype)
 
     @property
     def features(self) -> tuple[str, ...]:
@@ -105,18 +108,16 @@ FEATURES = frozenset(f for op in OPS.values() for f in op.features) | frozenset(
 TRANSCENDENTAL = frozenset(name for name, op in OPS.items() if op.transcendental)
 
 
-def ops_where(test: Callable[[Op], bool], among: Iterable[str] | None = None) -> tuple[str, ...]:
-    """The names of the ops (of `among`, in its order; else in the table's) that pass
-    `test`."""
-    names = OPS if among is None else among
-    return tuple(name for name in names if test(OPS[name]))
-
-
 def elementwise(dtype: str, arity: int, *, result: str | None = None) -> tuple[str, ...]:
     """The elementwise ops of `arity` operands that take `dtype` and give `result` (the same
-    dtype, when None)."""
-    return ops_where(lambda op: op.arity == arity and dict(op.evaluate).get(dtype) is not None
-                     and (op.result or dtype) == (result or dtype))
+    dtype, when None), in the table's order."""
+    return tuple(name for name, op in OPS.items() if op.arity == arity and
+                 op.computed(dtype) is not None and (op.result or dtype) == (result or dtype))
+
+
+def feature(op: str, reduce_op: str | None = None) -> str:
+    """The feature a statement of `op` uses: the op, or `reduce_mul` for a reduce op=mul."""
+    return "reduce_mul" if op == "reduce" and reduce_op == "mul" else op
 
 
 def features_of(source: str) -> frozenset[str]:
@@ -132,7 +133,7 @@ def features_of_statements(statements) -> frozenset[str]:
     for s in statements:
         if s.op in ("def", "end", "return", "buffer"):
             continue
-        features.add("reduce_mul" if s.op == "reduce" and s.attr("op") == "mul" else s.op)
+        features.add(feature(s.op, s.attr("op")))
         names = {o.text for o in s.operands if o.kind == "name"}
         if s.op == "gradient" and names & from_gradient:
             features.add("higher_order")

@@ -160,7 +160,6 @@ def test_a_check_s_health_is_its_own_and_not_the_next_one_s():
         with pytest.raises(Abandoned):
             view.run_case(source, buffers, declared)
         second = Tally()
-        second.restarts_before = impl.restarts
         assert Guarded(impl, second).run_case(source, buffers, declared).reason == "timeout"
         assert not any(hasattr(impl, name) for name in ("abandon", "timed_out",
                                                         "restarts_before"))

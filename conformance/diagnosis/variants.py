@@ -336,9 +336,9 @@ RULE_FORMS = [
 # The f32 domain's methods (ops.py, `Op.evaluate`): those giving an f32, which a flush of
 # results (FTZ) applies to, and all of them, which a flush of operands (DAZ) applies to, with
 # the conversion of an f32 to bool.
-F32_RESULTS = tuple(dict(OPS[op].evaluate)["f32"] for op in elementwise("f32", 1) +
+F32_RESULTS = tuple(OPS[op].computed("f32") for op in elementwise("f32", 1) +
                     elementwise("f32", 2))
-F32_OPERANDS = (*F32_RESULTS, *(dict(OPS[op].evaluate)["f32"]
+F32_OPERANDS = (*F32_RESULTS, *(OPS[op].computed("f32")
                                 for op in elementwise("f32", 2, result="bool")), "to_bool")
 
 

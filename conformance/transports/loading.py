@@ -103,6 +103,11 @@ class Implementation:
     def ulps(self, op: str) -> int:
         return int(self.capabilities["ulp"].get(op, 0))
 
+    def described(self) -> dict:
+        """What it said of itself, as the report and fuzz's driver keep it."""
+        return {"name": self.name, "version": self.version, "spec": self.spec,
+                "capabilities": self.capabilities}
+
     def run_case(self, source: str, buffers: dict[int, np.ndarray],
                  declared: dict[int, tuple[str, tuple]]) -> Outcome:
         """Build and run; the outputs are the declared slots, of the declared dtypes and
@@ -132,6 +137,7 @@ class Guarded:
 
     def __init__(self, impl: Implementation, state: Tally):
         self.impl, self.state = impl, state
+        state.restarts_before = impl.restarts  # the check begins with the view
         self.capabilities, self.spec, self.label = impl.capabilities, impl.spec, impl.label
         self.unsupported, self.ulps, self.provides = impl.unsupported, impl.ulps, impl.provides
 
