@@ -28,15 +28,15 @@ __all__ = ["SPEC", "BuildError", "GradientError", "IRError", "ParseError", "Prog
 def compile_program(source: str, semantics: Semantics = SPEC) -> Program:
     """Parse and build `source`: the checked program with every gradient expanded (by the
     spec, or by `semantics`)."""
-    return build_program(parse(source), semantics)
+    return build_program(parse(semantics.reads(source)), semantics)
 
 
 class Runner:
     """The callable `build` returns: the program's run, on numpy arrays."""
 
-    def __init__(self, program: Program):
+    def __init__(self, program: Program, *, observe=None):
         self.program = program
-        self.interpreter = Interpreter(program, program.semantics.domain)
+        self.interpreter = Interpreter(program, program.semantics.domain, observe=observe)
 
     def __call__(self, buffers: dict[int, np.ndarray]) -> dict[int, np.ndarray]:
         memory = {}

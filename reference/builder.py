@@ -408,9 +408,10 @@ class _Builder:
     def _ranges_of(self, node: Node) -> frozenset[int]:
         """The ranges a node depends on: through a counter, or a load made inside a body."""
         memo: dict[Node, frozenset[int]] = {}
-        for n in gradient.post_order(node):
+        inputs = self.semantics.range_inputs
+        for n in gradient.post_order(node, inputs):
             own = frozenset((n.tag,)) if n.op == "range" else self.loads_in.get(n, frozenset())
-            memo[n] = own.union(*(memo[o] for o in n.operands))
+            memo[n] = own.union(*(memo[o] for o in inputs(n)))
         return memo[node]
 
     def _describe(self, node: Node) -> str:

@@ -73,7 +73,7 @@ def expand(graph: Graph, y: Node, x: Node, *, scope: int, line: int, token: str,
         if problem:
             raise errors.BuildError(line, token, f"gradient rejected: {problem}")
     e = Emitter(graph, scope, line)
-    carries = depends_on(y, x, stored_values, semantics.flows)
+    carries = semantics.depends_on(y, x, stored_values, semantics.flows)
     received: dict[Node, Visit] = {y: Visit(y, [e.f32("1.0")], [None])}
     visits, result = [], None
     for node in reversed(semantics.post_order(y)):

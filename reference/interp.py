@@ -104,10 +104,11 @@ class Interpreter:
     A domain may also carry `overrides`, (op, operand dtype) -> a scalar function in place of
     the table's, `arrays`, op -> a function of a node and its operands' values, and its own
     `fold_row`: the suite's variants of the spec do (conformance/diagnosis/variants.py); the spec's
-    domains have none of them."""
+    domains have none of them. `observe(node, operand values, value)`, if given, is told of
+    every node computed (conditions.py measures a case's conditions so)."""
 
-    def __init__(self, program: Program, domain=EXACT):
-        self.program, self.domain = program, domain
+    def __init__(self, program: Program, domain=EXACT, *, observe: Callable | None = None):
+        self.program, self.domain, self.observe = program, domain, observe
         self.elementwise = {**elementwise_table(domain), **getattr(domain, "overrides", {})}
         self.arrays = getattr(domain, "arrays", {})
         self.fold_row = getattr(domain, "fold_row", fold_row)
@@ -189,7 +190,10 @@ class Interpreter:
                 stack.extend(missing)
                 continue
             stack.pop()
-            env[node] = self._compute(node, [env[o] for o in node.operands])
+            args = [env[o] for o in node.operands]
+            env[node] = self._compute(node, args)
+            if self.observe is not None:
+                self.observe(node, args, env[node])
         return env[root]
 
     def _compute(self, node: Node, args: list[np.ndarray]) -> np.ndarray:

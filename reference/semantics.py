@@ -16,10 +16,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from . import errors, exact
-from .gradient import flows, left_fold, post_order
+from .gradient import OPERANDS, depends_on, flows, left_fold, post_order
 from .graph import scoped_key
 from .interp import EXACT
 from .rules import RULES
+
+
+def as_written(source: str) -> str:
+    """The text form as the parser reads it: the text itself."""
+    return source
 
 
 def tape_left_fold(domain, shares: list, senders: list):
@@ -50,8 +55,12 @@ class Semantics:
     post_order: Callable = post_order  # (y) -> y's graph in post-order; the walk reverses it
     fold: Callable = left_fold  # (emitter, shares, senders) -> their sum, as a node
     flows: Callable = flows  # (node, operand) -> may a gradient flow from node to operand
+    depends_on: Callable = depends_on  # (y, x, stored_values, flows) -> the nodes carrying x
+    range_inputs: Callable = OPERANDS  # node -> what its dependence on a range goes through
     rejections: frozenset[str] = frozenset(errors.RULES)  # the rejection rules in force
     more_rejections: tuple[Callable, ...] = ()  # (y, x, stored_values) -> a reason, or None
+    # the text form (SPEC.md, "Text form"): the text a program is parsed from
+    reads: Callable[[str], str] = as_written
     # hash consing (SPEC.md, "Hash consing")
     key: Callable = scoped_key
     # values (SPEC.md, "Values and arithmetic")
