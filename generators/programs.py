@@ -25,7 +25,7 @@ from gradient_conformance.generators.steps import (
     _higher_order,
     _restated_gradient,
 )
-from gradient_conformance.generators.writer import SHAPES, Writer
+from gradient_conformance.generators.writer import SHAPES, SWARM, Writer
 from gradient_conformance.reference.ops import (
     DTYPES,
     TRANSCENDENTAL,
@@ -66,6 +66,7 @@ def _write(draw, *, steps, min_steps, max_steps, exclude, min_gradients, store_v
     w = Writer(draw, exclude=frozenset(exclude))
     base = w.choose(shapes)
     w.base = base
+    w.swarm = frozenset(feature for feature in SWARM if w.flip())
     # Differentiable programs compute in f32; bools are their conditions.
     w.dtypes = ("f32", "bool") if reached_only else tuple(dtypes)
     w.smooth = reached_only

@@ -12,17 +12,20 @@ from hypothesis import strategies as st
 from gradient_conformance.generators.bounds import Bounds
 from gradient_conformance.generators.case import Case
 from gradient_conformance.generators.programs import _case
-from gradient_conformance.generators.steps import DIFFERENTIABLE_STEPS
+from gradient_conformance.generators.steps import DIFFERENTIABLE_STEPS, _bitcast_f32
 from gradient_conformance.generators.writer import SHAPES, Val, Writer
 from gradient_conformance.reference import errors
 
 # --- invalid gradients and near misses -----------------------------------------------------------
 
 
+# The steps noise is made of: the short ones.
+_NOISE = DIFFERENTIABLE_STEPS[:DIFFERENTIABLE_STEPS.index(_bitcast_f32)]
+
+
 def _noise(w: Writer, base, *, max_steps: int = 3) -> None:
     for _ in range(w.integer(0, max_steps)):
-        noise = DIFFERENTIABLE_STEPS[:-1]
-        noise[w.integer(0, len(noise) - 1)](w, base)
+        _NOISE[w.integer(0, len(_NOISE) - 1)](w, base)
 
 
 def _deep(w: Writer, v: Val) -> Val:
@@ -36,8 +39,7 @@ def _deep(w: Writer, v: Val) -> Val:
     return v
 
 
-def _loss_not_scalar(w, base, x):
-    kind = w.choose(("shape [1]", "unreduced", "i32", "bool", "buffer"))
+def _loss_not_scalar(w, base, x, kind):
     if kind == "shape [1]":
         r = w.value("reduce", [x], "f32", (), attrs="op=add")
         y = w.value("reshape", [r], "f32", (1,), attrs="shape=[1]")
@@ -53,8 +55,7 @@ def _loss_not_scalar(w, base, x):
     return y, x, f"the loss is {kind}"
 
 
-def _x_not_f32(w, base, x):
-    kind = w.choose(("i32", "bool", "buffer"))
+def _x_not_f32(w, base, x, kind):
     loss = w.loss(x)
     if kind == "i32":
         k = w.value("cast", [x], "i32", x.shape, attrs="dtype=i32")
@@ -67,7 +68,7 @@ def _x_not_f32(w, base, x):
     return loss, Val(w.inputs[("f32", base)], "f32", base), "x is a buffer"
 
 
-def _x_literal(w, base, x):
+def _x_literal(w, base, x, kind):
     text = w.choose(("2.0", "0.5", "-1.0"))
     lit = Val(text, "f32", (), literal=True)
     shared = w.value("mul", [x, lit], "f32", x.shape)
@@ -75,8 +76,7 @@ def _x_literal(w, base, x):
     return y, lit, "x is a literal that other nodes share"
 
 
-def _open_range(w, base, x):
-    kind = w.choose(("counter", "body load in y", "body load as x", "outer"))
+def _open_range(w, base, x, kind):
     count = w.integer(1, 3)
     data = w.buffer("f32", (count,), "in")
     loss = w.loss(x)
@@ -97,6 +97,15 @@ def _open_range(w, base, x):
     elif kind == "body load in y":
         y, target = w.fresh("y"), x.text
         w.line(f"{y} = mul {loss.text} {e}")
+    elif kind == "body load through a detach":
+        # It depends on the range all the same: a detach stops gradients, not dependence.
+        d, y, target = w.fresh("d"), w.fresh("y"), x.text
+        w.line(f"{d} = detach {e}")
+        w.line(f"{y} = mul {loss.text} {d}")
+    elif kind == "counter through an i32":
+        k, y, target = w.fresh("k"), w.fresh("y"), x.text
+        w.line(f"{k} = cast {i} dtype=f32")
+        w.line(f"{y} = add {loss.text} {k}")
     else:
         y, target = loss.text, e
     g = w.fresh("g")
@@ -109,9 +118,7 @@ def _open_range(w, base, x):
     return None, None, f"y or x depends on an open range ({kind})"
 
 
-def _no_rule(w, base, x):
-    kind = w.choose(("reduce op=mul", "call", "store and load", "element store",
-                     "store in a loop"))
+def _no_rule(w, base, x, kind):
     if kind == "reduce op=mul":
         blocked = w.value("reduce", [x], "f32", (), attrs="op=mul", no_rule=True)
     elif kind == "call":
@@ -142,6 +149,15 @@ def _no_rule(w, base, x):
             loaded = w.fresh("m")
             w.line(f"{loaded} = load {scratch} 1")
             blocked = Val(loaded, "f32", ())
+        elif kind == "two stores and loads":
+            # x stored, loaded, stored into a second buffer and loaded again.
+            first, second = w.buffer("f32", x.shape, "mem"), w.buffer("f32", x.shape, "mem")
+            hop, loaded = w.fresh("m"), w.fresh("m")
+            w.line(f"store {first} {x.text}")
+            w.line(f"{hop} = load {first}")
+            w.line(f"store {second} {hop}")
+            w.line(f"{loaded} = load {second}")
+            blocked = Val(loaded, "f32", x.shape)
         else:
             scratch = w.buffer("f32", x.shape, "mem")
             w.line(f"store {scratch} {x.text}")
@@ -153,8 +169,8 @@ def _no_rule(w, base, x):
     return y, x, f"the walk meets a node with no rule ({kind})"
 
 
-def _in_function(w, base, x):
-    called = w.flip()
+def _in_function(w, base, x, kind):
+    called = kind == "called"
     w.defs += ["def @grad %p", "  %q = mul %p %p", "  %r = gradient %q %p", "  return %r",
                "end @grad"]
     if called:
@@ -163,13 +179,20 @@ def _in_function(w, base, x):
     return None, None, "a gradient in a function body" + ("" if called else " never called")
 
 
-DISGUISES: dict[str, Callable] = {
-    errors.LOSS_NOT_F32_SCALAR: _loss_not_scalar,
-    errors.X_NOT_F32: _x_not_f32,
-    errors.X_LITERAL: _x_literal,
-    errors.OPEN_RANGE: _open_range,
-    errors.NO_RULE: _no_rule,
-    errors.IN_FUNCTION: _in_function,
+# Per rule, how it is broken, and its disguises. Drawn as one list of (rule, disguise), so
+# that each disguise is as likely as any other (a rule of six disguises is not six times
+# rarer in each of them), and shrinking goes towards the first.
+DISGUISES: dict[str, tuple[Callable, tuple[str, ...]]] = {
+    errors.LOSS_NOT_F32_SCALAR: (_loss_not_scalar, ("shape [1]", "unreduced", "i32", "bool",
+                                                    "buffer")),
+    errors.X_NOT_F32: (_x_not_f32, ("i32", "bool", "buffer")),
+    errors.X_LITERAL: (_x_literal, ("shared",)),
+    errors.OPEN_RANGE: (_open_range, ("counter", "body load in y", "body load as x", "outer",
+                                      "body load through a detach",
+                                      "counter through an i32")),
+    errors.NO_RULE: (_no_rule, ("reduce op=mul", "call", "store and load", "element store",
+                                "store in a loop", "two stores and loads")),
+    errors.IN_FUNCTION: (_in_function, ("never called", "called")),
 }
 
 
@@ -186,12 +209,13 @@ def invalid_gradients(*, rules=errors.RULES, max_noise: int = 3) -> st.SearchStr
 def _invalid_gradients(draw, b: Bounds) -> Case:
     rules, max_noise = b.rules, b.max_noise
     w = Writer(draw, prune=False)
-    rule = w.choose(tuple(rules))
+    rule, kind = w.choose([(r, k) for r in rules for k in DISGUISES[r][1]])
+    w.swarm = frozenset({"respelled"}) if w.flip() else frozenset()
     base = w.choose(SHAPES[:2])
     w.input("f32", base)
     _noise(w, base, max_steps=max_noise)
     x = w.pick("f32", base, literal_ok=False)
-    y, target, how = DISGUISES[rule](w, base, x)
+    y, target, how = DISGUISES[rule][0](w, base, x, kind)
     if y is not None:
         name = w.fresh("g")
         w.line(f"{name} = gradient {y.text} {target.text}")
@@ -277,6 +301,13 @@ def _x_without_rule(w, base, x, other):
     return y, p, "x is a reduce op=mul node: the walk stops at x"
 
 
+def _bitcast_round_trip(w, base, x, other):
+    k = w.value("bitcast", [x], "i32", x.shape, attrs="dtype=i32")
+    back = w.value("bitcast", [k], "f32", x.shape, attrs="dtype=f32")
+    y = w.loss(w.value("mul", [back, other], "f32", x.shape))
+    return y, x, "x reached only through a bitcast to i32 and back: zeros"
+
+
 def _detached_loss(w, base, x, other):
     s = w.loss(w.value("mul", [x, x], "f32", x.shape))
     return w.value("detach", [s], "f32", (), carry=[]), x, "the loss is a detach"
@@ -284,7 +315,7 @@ def _detached_loss(w, base, x, other):
 
 NEAR_MISSES: tuple[Callable, ...] = (_reduce_mul_off_path, _call_off_path, _memory_off_path,
                                      _independent, _gradient_in_loop, _x_without_rule,
-                                     _detached_loss)
+                                     _detached_loss, _bitcast_round_trip)
 
 
 def near_misses(*, max_noise: int = 3) -> st.SearchStrategy[Case]:
@@ -300,6 +331,7 @@ def _near_misses(draw, b: Bounds) -> Case:
     max_noise = b.max_noise
     w = Writer(draw, prune=False)
     make = w.choose(NEAR_MISSES)
+    w.swarm = frozenset({"respelled"}) if w.flip() else frozenset()
     base = w.choose(SHAPES[:2])
     x = w.input("f32", base)
     other = w.input("f32", base)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from gradient_conformance import reference
-from gradient_conformance.generators.writer import Val, Writer, shape_text
+from gradient_conformance.generators.writer import F32_LITERALS, Val, Writer, shape_text
 from gradient_conformance.reference.ops import (
     OPS,
     elementwise,
@@ -32,6 +32,7 @@ I32_BITS = tuple(op for op in elementwise("i32", 2) if op not in I32_ARITHMETIC 
 BOOL_BINARY = elementwise("bool", 2)
 COMPARISONS = tuple(sorted(set(elementwise("f32", 2, result="bool")) |
                            set(elementwise("i32", 2, result="bool"))))
+ZEROS_FIRST = _first(F32_LITERALS, "0.0", "-0.0")
 MAX_SINKS = 6  # values stored by a program, besides its gradients
 
 # --- steps: each writes one or a few statements ----------------------------------------------
@@ -48,7 +49,13 @@ def _f32_binary(w: Writer, base) -> None:
     op = w.choose(ops)
     shape = w.choose_shape("f32", base)
     a = w.pick("f32", shape, literal_ok=shape == (), recent=True)
-    b = w.pick("f32", shape, where=w.apart(a) if op == "max" else lambda v: True)
+    if not a.literal and not (op == "max" and w.smooth) and w.same():
+        b = a  # max a a: a tie at every element
+    elif not a.literal and w.literal_operand():
+        # max %a 0.0 (relu), add %a 0.0: what implementations fold by value.
+        b = Val(w.choose(ZEROS_FIRST), "f32", (), literal=True)
+    else:
+        b = w.pick("f32", shape, where=w.apart(a) if op == "max" else lambda v: True)
     w.value(op, [a, b], "f32", shape)
 
 
@@ -57,8 +64,11 @@ def _f32_unary(w: Writer, base) -> None:
     if not ops:
         return
     shape = w.choose_shape("f32", base)
-    w.value(w.choose(ops),
-            [w.pick("f32", shape, literal_ok=shape == (), recent=True)], "f32", shape)
+    if shape == () and w.literal_operand():
+        a = w.literal("f32")  # an op of a literal: a constant the build may fold
+    else:
+        a = w.pick("f32", shape, literal_ok=shape == (), recent=True)
+    w.value(w.choose(ops), [a], "f32", shape)
 
 
 def _binary_step(dtype: str, menu: tuple[str, ...], result: str | None = None):
@@ -91,7 +101,8 @@ def _compare(w: Writer, base) -> Val | None:
         return None
     shape = w.choose_shape(dtype, base)
     a = w.pick(dtype, shape, literal_ok=shape == ())
-    return w.value(op, [a, w.pick(dtype, shape, where=w.apart(a))], "bool", shape)
+    b = a if not a.literal and w.same() else w.pick(dtype, shape, where=w.apart(a))
+    return w.value(op, [a, b], "bool", shape)
 
 
 def _where(w: Writer, base) -> None:
@@ -101,12 +112,16 @@ def _where(w: Writer, base) -> None:
     shape = w.choose_shape(dtype, base)
     conditions = [v for v in w.pool if v.dtype == "bool" and v.shape == shape]
     c = w.choose(conditions) if conditions else None
-    if c is None:
+    literal = w.literal_operand()
+    a = w.pick(dtype, shape, recent=True)
+    b = w.pick(dtype, shape)
+    # where true a b: a select the build may fold; of three literals, a scalar, so not here.
+    if literal and (shape == () or not (a.literal and b.literal)):
+        c = w.literal("bool")
+    elif c is None:
         c = _compare_of_shape(w, shape)
         if c is None:
             return
-    a = w.pick(dtype, shape, recent=True)
-    b = w.pick(dtype, shape)
     w.value("where", [c, a, b], dtype, shape, carry=[a, b])
 
 
@@ -155,8 +170,11 @@ def _reduce(w: Writer, base) -> None:
     shape = w.choose_shape(dtype, base)
     a = w.pick(dtype, shape, literal_ok=shape == (), recent=True)
     op = w.untied(op, a)
-    axes = None
-    if shape and w.flip():
+    axes: tuple[int, ...] | None = None
+    kind = w.integer(0, 2) if shape else 0  # all elements, one axis, or some axes
+    if kind == 1:
+        axes = (w.integer(0, len(shape) - 1),)
+    elif kind == 2:
         axes = tuple(k for k in range(len(shape)) if w.flip())
     out: tuple[int, ...]
     if axes is None:
@@ -485,12 +503,62 @@ def _loop(w: Writer, base) -> None:
     w.line(f"end {counter}")
 
 
-_BODY_STEPS = (_f32_binary, _f32_unary, _i32_arithmetic, _compare, _where, _cast, _loop)
+def _fan_in(w: Writer, base) -> None:
+    """A chain that uses one value at every link, `v1 = op x x`, `v2 = op v1 x`, ...: x
+    receives 8 to 10 shares, past the size where some folds switch algorithm (numpy's
+    pairwise sum works in blocks of 8)."""
+    ops = _allowed(w, ("add", "mul"))
+    if not ops:
+        return
+    shape = w.choose_shape("f32", base)
+    x = w.pick("f32", shape, literal_ok=False, recent=True)
+    v = x
+    for _ in range(w.integer(7, 9)):
+        v = w.value(w.choose(ops), [v, x], "f32", shape)
+
+
+def _broadcast_back(w: Writer, base) -> None:
+    """A value reduced over several of its axes and expanded back to its shape (a mean's
+    shape of computation): reduce and expand over several axes, and middle ones."""
+    dtype = _usable(w, "reduce", "f32", "i32")
+    if dtype is None or "expand" in w.exclude:
+        return
+    shape = w.choose_shape(dtype, base)
+    large = [k for k, d in enumerate(shape) if d > 1]
+    if len(large) < 2:
+        return
+    a = w.pick(dtype, shape, literal_ok=False, recent=True)
+    axes = tuple(k for k in range(len(shape)) if k in large[:1] or w.flip())
+    op = w.untied(w.choose(("add", "max", "mul")), a)
+    reduced = tuple(1 if k in axes else d for k, d in enumerate(shape))
+    r = w.value("reduce", [a], dtype, reduced, attrs=f"op={op} axis={shape_text(axes)}",
+                no_rule=op == "mul")
+    w.value("expand", [r], dtype, shape, attrs=f"shape={shape_text(shape)}")
+
+
+def _bitcast_round_trip(w: Writer, base) -> None:
+    """bitcast (bitcast a dtype=i32) dtype=f32: the same bits, through an i32, which carries
+    no gradient: a gradient through it is zeros. Not where the caller left i32 out of a
+    program's dtypes; a differentiable program has it, since the i32 enters no pool."""
+    if "bitcast" in w.exclude or ("i32" not in w.dtypes and not w.smooth):
+        return
+    shape = w.choose_shape("f32", base)
+    a = w.pick("f32", shape, literal_ok=False, recent=True)
+    name = w.fresh("k")
+    w.line(f"{name} = bitcast {a.text} dtype=i32")  # not in the pool: its NaN bits are free
+    w.used.add(a.text)
+    k = Val(name, "i32", shape)
+    w.value("bitcast", [k], "f32", shape, attrs="dtype=f32")
+
+
+_BODY_STEPS = (_f32_binary, _f32_unary, _i32_arithmetic, _compare, _where, _cast, _loop,
+               _call)
 # Simplest first: shrinking moves towards the front.
 PROGRAM_STEPS = (_f32_binary, _f32_unary, _detach, _reduce, _expand, _reshape, _where, _cast,
                  _compare, _i32_arithmetic, _i32_division, _i32_bits, _bool_binary, _bitcast,
                  _load_element, _memory,
-                 _call, _loop, _gradient, _higher_order)
+                 _call, _loop, _gradient, _higher_order, _fan_in, _broadcast_back,
+                 _bitcast_round_trip)
 # Their gradients come at the end (`_write`), of the latest values, so the walks are long.
 # One step per op of a positive argument, as often as a binary op: each has a rule whose
 # forms differ in the bits only when it lies on a gradient's path.
@@ -500,5 +568,6 @@ _smooth_log2 = _smooth_unary_step(("log2",))
 _smooth_sqrt = _smooth_unary_step(("sqrt",))
 DIFFERENTIABLE_STEPS = (_reuse, _f32_binary, _smooth_periodic, _smooth_recip, _smooth_log2,
                         _smooth_sqrt, _detach,
-                        _reduce, _expand, _reshape, _where, _cast, _dead_end, _bitcast_f32)
+                        _reduce, _expand, _reshape, _where, _cast, _dead_end, _bitcast_f32,
+                        _fan_in, _broadcast_back, _bitcast_round_trip)
 STEP_SETS = {"program": PROGRAM_STEPS, "differentiable": DIFFERENTIABLE_STEPS}

@@ -10,16 +10,24 @@ kinds of step, the earliest values and the first literals.
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from gradient_conformance.generators import choices
+from gradient_conformance.reference import exact
 from gradient_conformance.reference.syntax import Statement, parse
 
 # Literals, simplest first: shrinking walks towards the front.
 F32_LITERALS = ("2.0", "0.5", "-1.0", "1.0", "3.0", "0.0", "-0.0", "1e-3", "-2.5")
 I32_LITERALS = ("1", "2", "0", "-1", "7", "31")
-SHAPES = ((), (3,), (2, 3), (2, 1, 2))
+# Base shapes, simplest first; the last two have a middle axis of size 1 and, at rank 4, one of
+# size > 1 between others, so that reduces and expands meet every kind of axis.
+SHAPES = ((), (3,), (2, 3), (2, 1, 2), (2, 3, 1, 2))
+# Swarm testing (SPEC.md, "Generators"): each program turns some of these on, so that a
+# condition none of the others crowds out comes up in whole programs of it. Off is what each
+# shrinks towards.
+SWARM = ("literal operands", "same operand", "respelled")
 
 
 def shape_text(shape: tuple[int, ...]) -> str:
@@ -78,6 +86,7 @@ class Writer:
         self.scope = 0
         self._scopes = itertools.count(1)
         self.used: set[str] = set()  # values some later statement reads
+        self.swarm: frozenset[str] = frozenset()  # the SWARM features this program turns on
 
     # --- choices ----------------------------------------------------------------------------
     # Each read from the stream (choices.py), shrinking towards the first option (or `low`,
@@ -106,9 +115,12 @@ class Writer:
 
     def program(self) -> tuple[str, list[Statement]]:
         """The program's text and its statements, from one parse: what a drawn case is made
-        of. Pruned of what nothing observable uses (see `pruned`), unless it was written
-        statement by statement on purpose (invalid programs, near misses)."""
+        of. Written otherwise where the program turns that on (`respelled`), then pruned of
+        what nothing observable uses (see `pruned`), unless it was written statement by
+        statement on purpose (invalid programs, near misses)."""
         text = self.text()
+        if "respelled" in self.swarm:
+            text = respelled(text, self.stream)
         return pruned(text) if self.prune else (text, parse(text))
 
     def buffer(self, dtype: str, shape: tuple[int, ...], stem: str = "b") -> str:
@@ -222,6 +234,15 @@ class Writer:
         shapes = self.shapes_in_pool(dtype)
         return self.choose(shapes) if shapes else base
 
+    def same(self) -> bool:
+        """Whether a binary op takes the same value twice (when the program turns it on)."""
+        return "same operand" in self.swarm and self.flip()
+
+    def literal_operand(self) -> bool:
+        """Whether an operand that could be a value is a literal instead (when the program
+        turns it on)."""
+        return "literal operands" in self.swarm and self.flip()
+
     # --- statements without value ------------------------------------------------------------
 
     def store(self, value: Val, stem: str = "out") -> None:
@@ -301,3 +322,49 @@ def pruned(source: str) -> tuple[str, list[Statement]]:
     return ("\n".join(line for _, line in kept) + "\n",
             [Statement(k, s.target, s.op, s.operands, s.attrs)
              for k, (s, _) in enumerate(kept, start=1)])
+
+
+def respellings(text: str) -> list[str]:
+    """Other spellings of an f32 literal with the same bits (SPEC.md, "Text form": a `.` or
+    an exponent, the decimal rounded to nearest): 2.0 as 2., 2.00, 2e0 or 2.0E+0."""
+    if text in ("inf", "-inf", "nan"):
+        return []
+    bits = exact.f32_from_text(text)
+    mantissa, _, power = text.lower().partition("e")
+    candidates = [f"{mantissa}E{power}"] if power else [f"{text}e0", f"{mantissa}E+0"]
+    if "." in mantissa and not power:
+        candidates += [f"{mantissa}0", mantissa.rstrip("0") or mantissa]
+    if mantissa.lstrip("-").startswith("0."):
+        candidates.append(mantissa.replace("0.", ".", 1) + (f"e{power}" if power else ""))
+    return [c for c in candidates if c != text and ("." in c or "e" in c.lower()) and
+            exact.f32_from_text(c) == bits]
+
+
+_F32_LITERAL = re.compile(r"^-?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$|^-?inf$|^nan$")
+
+
+def respelled(source: str, stream) -> str:
+    """`source` written otherwise, its meaning unchanged: attributes in reverse order, tokens
+    apart by two spaces, comments, f32 literals spelled otherwise (respellings). Each of the
+    four is one choice for the whole program; which spelling a literal takes follows from
+    its line, so that the text is a function of the choices."""
+    reorder, spaced, commented, literals = (stream.flip() for _ in range(4))
+    lines = []
+    for number, line in enumerate(source.splitlines(), start=1):
+        indent = line[:len(line) - len(line.lstrip())]
+        tokens = line.split()
+        if reorder:
+            attributes = [k for k, t in enumerate(tokens) if "=" in t and t != "="]
+            for k, t in zip(attributes, reversed([tokens[k] for k in attributes]), strict=True):
+                tokens[k] = t
+        if literals:
+            for k, t in enumerate(tokens):
+                if k and "=" not in t and _F32_LITERAL.match(t) and ("." in t or "e" in t):
+                    others = respellings(t)
+                    if others:
+                        tokens[k] = others[number % len(others)]
+        text = indent + ("  " if spaced else " ").join(tokens)
+        if commented and number % 3 == 0:
+            text += "  # respelled"
+        lines.append(text)
+    return "\n".join(lines) + "\n"
