@@ -141,6 +141,9 @@ class Run:
         self.config, self.spec = config, spec
         self.base = pathlib.Path(config.invocation_params.dir).resolve()
         self.profile = config.getoption("--conformance-profile")
+        # A derandomized profile draws the same cases every run; the others steer towards
+        # the conditions they rarely take (running.Tally.reach).
+        self.guided = not PROFILES[self.profile].get("derandomize", False)
         self.cases_dir = self._cases_dir()
         self.started, self.clock = time.time(), time.monotonic()
         self.totals: Totals | None = None  # made at the first record (Totals imports the oracle)
@@ -242,6 +245,7 @@ class Run:
         import hypothesis
         import numpy
 
+        from gradient_conformance.conformance.totals import coverage
         from gradient_conformance.reports.records import Report
         impl, totals = self.impl, self.totals
         versions = {"python": sys.version.split()[0], "numpy": numpy.__version__,
@@ -256,6 +260,8 @@ class Run:
             started=time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(self.started)),
             seconds=time.monotonic() - self.clock, checks=totals.outcomes,
             skips={c: sorted(r) for c, r in totals.skips.items()}, ops=totals.ops,
+            conditions=totals.conditions,
+            coverage=coverage(totals.conditions, totals.generated),
             ulps=totals.ulps, divergences=totals.divergences, versions=versions,
             command=shlex.join(_command_line(self.config)),
             isolation=_isolation(self.config, self.spec))
@@ -488,15 +494,18 @@ def pytest_collection_modifyitems(session, config, items):
     items.sort(key=lambda item: (rank(item), order[id(item)]))
 
 
-def rank(item) -> int:
+def rank(item) -> tuple[int, int]:
     """Where a collected test runs: a user's own tests first, as collected; then the case
-    files; then each check module by its RANK (conformance/checks/__init__.py)."""
+    files; then the other checks that Hypothesis does not drive (fixed programs, a second
+    each at most); then each module's generated checks by its RANK
+    (conformance/checks/__init__.py)."""
     if not is_check(item):
-        return -1
+        return (-1, 0)
     params = getattr(getattr(item, "callspec", None), "params", {})
     if "path" in params or "name" in params:
-        return 0
-    return getattr(item.module, "RANK", 9)
+        return (0, 0)
+    module_rank = getattr(item.module, "RANK", 9)
+    return (2, module_rank) if is_generated(item) else (1, module_rank)
 
 
 # --- running ---------------------------------------------------------------------------------
@@ -533,7 +542,8 @@ def pytest_runtest_setup(item):
         return
     from gradient_conformance.conformance.running import Tally
     from gradient_conformance.conformance.transports.loading import Guarded
-    tally = item.stash[TALLY_KEY] = Tally()
+    tally = item.stash[TALLY_KEY] = Tally(generated=is_generated(item),
+                                          guided=run.guided)
     item.stash[GUARDED_KEY] = Guarded(run.impl, tally)
     needs = getattr(item.module, "PROTOCOL_FUNCTION", "build")
     if not run.impl.provides(needs):

@@ -25,7 +25,7 @@ from hypothesis import assume
 
 from gradient_conformance import reference
 from gradient_conformance.conformance.outcome import Difference, Outcome, compare
-from gradient_conformance.reference import SPEC, Semantics, cases
+from gradient_conformance.reference import SPEC, Semantics, cases, conditions
 from gradient_conformance.reference.builder import build_program
 from gradient_conformance.reference.cases import output_only_slots, poisoned
 from gradient_conformance.reference.errors import IndexOutOfRange, IRError
@@ -51,6 +51,21 @@ class Reading:
             except IRError as problem:
                 self.error = problem
         self._spec: Program | IRError | None = None
+        self.reached: frozenset[str] | None = None  # the conditions of its last run
+
+    def conditions(self, buffers=None) -> frozenset[str]:
+        """The spec's conditions this case took (reference/conditions.py): those of its run
+        under the spec, or, for a program that was only built or is rejected, of its build."""
+        if self.reached is not None:
+            return self.reached
+        try:
+            program, problem = self.program(), None
+        except IRError as rejected:
+            program, problem = None, rejected
+        self.reached = frozenset(conditions.measure(
+            self.source, self.statements or [], buffers, program=program,
+            problem=problem).names)
+        return self.reached
 
     @functools.cached_property
     def slots(self) -> dict[int, tuple[str, tuple[int, ...]]]:
@@ -66,6 +81,10 @@ class Reading:
         if self.error is not None:
             raise self.error
         if semantics is not SPEC:
+            if semantics.reads is not SPEC.reads:  # a variant that reads the text otherwise
+                read = semantics.reads(self.source)
+                if read != self.source:  # else it reads what the spec reads: no parse
+                    return build_program(parse(read), semantics)
             return build_program(self.statements, semantics)
         if self._spec is None:
             try:
@@ -86,10 +105,23 @@ class Reading:
             return Outcome("rejected", message=str(problem))
         if build_only:
             return Outcome("ok")
+        # Under the spec, the run also measures the conditions the case took.
+        reached = None
+        if semantics is SPEC:
+            reached = conditions.Reached()
+            reached.text(self.source, self.statements or [])
+            reached.program(program)
+        observe = reached.observe if reached is not None else None
         try:
-            final = reference.Runner(program)({s: a.copy() for s, a in buffers.items()})
+            final = reference.Runner(program, observe=observe)(
+                {s: a.copy() for s, a in buffers.items()})
         except IndexOutOfRange as problem:
+            if reached is not None:
+                reached.rejected(problem)
+                self.reached = frozenset(reached.names)
             return Outcome("run-error", message=str(problem), index=True)
+        if reached is not None:
+            self.reached = frozenset(reached.names)
         return Outcome("ok", buffers=final)
 
 
@@ -141,13 +173,22 @@ def merge_figures(a: dict, b: dict) -> dict:
     return out
 
 
-class Tally:
-    """What one check measured while it ran."""
+RARE = "rarely taken conditions"  # the label of a guided case's score (Tally.reach)
 
-    def __init__(self):
+
+class Tally:
+    """What one check measured while it ran. `generated`: whether Hypothesis drives the check;
+    `guided`: whether its cases steer Hypothesis towards conditions it has rarely taken
+    (`reach`)."""
+
+    def __init__(self, *, generated: bool = False, guided: bool = False):
+        self.generated, self.guided = generated, guided
+        self._scored = -1  # the case last looked at by `reach`, and what it took
+        self._seen: set[str] = set()
         self.cases = 0
         self.reruns = 0  # cases run while Hypothesis shrank a divergence: not counted
         self.ops: Counter[str] = Counter()  # op -> cases of this check that used it
+        self.conditions: Counter[str] = Counter()  # condition -> cases that took it
         self.ulps: dict[str, dict] = {}  # op -> the forward error figures of the ulp chart
         self.figures: dict[str, dict] = {}  # name -> figures to merge across checks
         self.last: Finding | None = None  # the last divergence raised
@@ -166,6 +207,26 @@ class Tally:
         self.cases += 1
         self.ops.update(set(features) & FEATURES)
 
+    def reach(self, names) -> None:
+        """A case took these conditions (reference/conditions.py): each counted once a case
+        (`case` begins one), and not while Hypothesis shrinks. Guided, the case is scored by
+        how rarely this check took its conditions before, sum(1 / (1 + times taken)), and
+        Hypothesis is told the score (`target`): its targeting phase mutates the cases of
+        the highest scores, and with a database keeps them for later runs, so a long run
+        goes after the conditions it rarely meets instead of redrawing the common ones
+        (SPEC.md, "Conditions")."""
+        if self.last is not None:
+            return
+        fresh = set(names)
+        if self._scored != self.cases:  # the case's first look
+            self._scored, self._seen = self.cases, set()
+            if self.guided and self.generated:
+                from hypothesis import target
+                target(sum(1.0 / (1 + self.conditions[n]) for n in fresh), label=RARE)
+        fresh -= self._seen
+        self._seen |= fresh
+        self.conditions.update(fresh)
+
     def measure(self, name: str, **values) -> None:
         """Add to the figures `name` (not while shrinking: see `case`)."""
         if self.last is None or name not in self.figures:
@@ -181,8 +242,9 @@ class Tally:
         """What it measured, as a check's record carries it (JSON)."""
         figures = {name: {**values, "reruns": self.reruns} for name, values in
                    self.figures.items()}
-        return {"cases": self.cases, "reruns": self.reruns, "ops": dict(self.ops),
-                "ulps": self.ulps, "figures": figures}
+        return {"cases": self.cases, "reruns": self.reruns, "generated": self.generated,
+                "ops": dict(self.ops),
+                "conditions": dict(self.conditions), "ulps": self.ulps, "figures": figures}
 
 
 def supported(impl, case, tally: Tally) -> None:
@@ -210,6 +272,7 @@ def verdict(tally: Tally, reading: Reading, buffers, want: Outcome, got: Outcome
             ulps: int = 0, description: str = "", context: str = "") -> None:
     """Raise Diverged unless the outcomes agree (compare, within `ulps`); `context` opens
     the summary."""
+    tally.reach(reading.conditions(buffers))
     difference = compare(want, got, ulps=ulps)
     if difference is not None:
         raise tally.diverged(Finding(f"{context}{difference}", want, got, difference,
@@ -249,3 +312,27 @@ def single_op_source(op: str, count: int) -> str:
     """`op` over `count` f32 values of slot 0, stored back: how one op is measured alone."""
     return (f"%a = buffer slot=0 dtype=f32 shape=[{count}]\n%x = load %a\n%y = {op} %x\n"
             "store %a %y\n")
+
+
+# --- values over every set of axes (test_forward.py, test_gradient_bits.py) ---------------
+
+AXES_SHAPE = (2, 3, 1, 4)  # a middle axis of size > 1, one of size 1, and a last one
+
+
+def axis_values(dtype: str, seed: int) -> np.ndarray:
+    """Fixed values of AXES_SHAPE: f32 with full mantissas, so that every order of a sum
+    rounds apart, with a tie, both zeros and a NaN among them; i32 small and extreme."""
+    rng = np.random.default_rng(seed)
+    size = math.prod(AXES_SHAPE)
+    if dtype == "i32":
+        values = rng.integers(-9, 10, size=size).astype(np.int32)
+        values[[2, 7]] = [2**31 - 1, -2**31]
+        return values.reshape(AXES_SHAPE)
+    values = rng.uniform(-4, 4, size=size).astype(np.float32)
+    values[1], values[5], values[6], values[size - 1] = values[0], -0.0, 0.0, np.nan
+    return values.reshape(AXES_SHAPE)
+
+
+def axis_sets(rank: int) -> list[tuple[int, ...]]:
+    """Every set of axes of a value of `rank`, the empty one first."""
+    return [tuple(k for k in range(rank) if mask >> k & 1) for mask in range(2**rank)]

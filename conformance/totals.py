@@ -14,7 +14,8 @@ from gradient_conformance.reports.records import Divergence, divergence_from_dic
 
 class Totals:
     """`outcomes`: check -> outcome -> count; `cases`: check -> cases run; `skips`: check
-    -> its skip reasons; `ops`: op -> check -> [cases run, divergences]; `ulps`: op -> the
+    -> its skip reasons; `ops`: op -> check -> [cases run, divergences]; `conditions`:
+    check -> condition -> cases that took it (reference/conditions.py); `ulps`: op -> the
     forward error figures; `figures`: name -> merged figures; `divergences`: in arrival
     order."""
 
@@ -23,6 +24,8 @@ class Totals:
         self.cases: dict[str, int] = {}
         self.skips: dict[str, set[str]] = {}
         self.ops: dict[str, dict[str, list[int]]] = {}
+        self.conditions: dict[str, dict[str, int]] = {}  # check -> condition -> cases
+        self.generated: set[str] = set()  # the checks Hypothesis drives
         self.ulps: dict[str, dict] = {}
         self.figures: dict[str, dict] = {}
         self.divergences: list[Divergence] = []
@@ -37,6 +40,11 @@ class Totals:
             self.skips.setdefault(check, set()).add(record["skip"])
         for op, cases in record.get("ops", {}).items():
             self.ops.setdefault(op, {}).setdefault(check, [0, 0])[0] += cases
+        if record.get("generated") is True:
+            self.generated.add(check)
+        per_check_conditions = self.conditions.setdefault(check, {})
+        for name, count in condition_counts(record.get("conditions")).items():
+            per_check_conditions[name] = per_check_conditions.get(name, 0) + count
         self.ulps.update(record.get("ulps", {}))
         for name, values in record.get("figures", {}).items():
             self.figures[name] = merge_figures(self.figures.get(name, {}), values)
@@ -47,3 +55,26 @@ class Totals:
         for op in d.ops:
             self.ops.setdefault(op, {}).setdefault(check, [0, 0])[1] += 1
         return d
+
+
+def condition_counts(value) -> dict[str, int]:
+    """A record's conditions: the model's names with whole counts, whatever else came back
+    (a record is data from another process)."""
+    from gradient_conformance.reference.conditions import CONDITIONS
+    if not isinstance(value, dict):
+        return {}
+    return {k: v for k, v in value.items() if k in CONDITIONS and type(v) is int and v > 0}
+
+
+def coverage(per_check: dict[str, dict[str, int]], generated=frozenset()) -> dict:
+    """How much of the model of conditions a run took (SPEC.md, "Conditions"): the model's
+    size, how many conditions some check took, and those none did, in the model's order;
+    and how many the `generated` checks (those Hypothesis drives) took alone, named."""
+    from gradient_conformance.reference.conditions import CONDITIONS
+    reached = {name for counts in per_check.values() for name in counts}
+    by_generated = {name for check, counts in per_check.items() if check in generated
+                    for name in counts}
+    return {"model": len(CONDITIONS), "reached": len(reached & set(CONDITIONS)),
+            "unreached": [name for name in CONDITIONS if name not in reached],
+            "generated": sorted(c for c in generated if c in per_check),
+            "generated_reached": len(by_generated & set(CONDITIONS))}

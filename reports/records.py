@@ -99,6 +99,10 @@ class Report:
     checks: dict[str, dict[str, int]] = field(default_factory=dict)
     skips: dict[str, list[str]] = field(default_factory=dict)  # check -> its skip reasons
     ops: dict[str, dict[str, list[int]]] = field(default_factory=dict)
+    # check -> condition -> cases that took it (reference/conditions.py; SPEC.md, "Conditions")
+    conditions: dict[str, dict[str, int]] = field(default_factory=dict)
+    # The model's size, and its conditions no check took: {"model": N, "unreached": [...]}.
+    coverage: dict = field(default_factory=dict)
     ulps: dict[str, dict] = field(default_factory=dict)
     divergences: list[Divergence] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)

@@ -52,6 +52,7 @@ def run_case_file(impl, tally, path):
     description = f"case file {case_id(path)}"
     if case.error is not None:
         want, got = Outcome("rejected", message=case.error), impl.build_only(case.source)
+        tally.reach(reading.conditions())
         difference = compare(want, got)
         if difference is not None:
             raise tally.diverged(running.Finding(

@@ -3,6 +3,7 @@ exact op form of every rule. SPEC.md, "gradient" and "The rules"."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -23,3 +24,44 @@ def test_gradients_bit_for_bit(impl, tally, data):
     case = data.draw(differentiable_programs(exclude=exclude))
     running.supported(impl, case, tally)
     running.check_case(impl, tally, case)
+
+
+def _shape(dims) -> str:
+    return "[" + ",".join(map(str, dims)) + "]"
+
+
+@pytest.mark.parametrize("op", ["expand", "reduce-add", "reduce-max"])
+def test_rules_over_every_axis_set(impl, tally, op):
+    """The rules of expand and reduce over every set of axes of a rank-4 value: each share
+    is a reduce or an expand over those axes, whose sums round by their order (SPEC.md,
+    "The rules"). y weighs each element apart, so that no two summed shares are equal."""
+    if not impl.capabilities.get("bit_exact_gradients", True):
+        pytest.skip("does not claim bit-exact gradients (CAPABILITIES)")
+    full = running.AXES_SHAPE
+    lines = [f"%w = buffer slot=0 dtype=f32 shape={_shape(full)}", "%wv = load %w"]
+    buffers = {0: running.axis_values("f32", seed=7)}
+    buffers[0].flat[-1] = 1.5  # no NaN in the weights: it would hide every other share
+    slot = 1
+    for k, axes in enumerate(running.axis_sets(len(full))):
+        small = tuple(1 if d in axes else n for d, n in enumerate(full))
+        shape = small if op == "expand" else full
+        values = running.axis_values("f32", seed=slot)
+        values.flat[-1] = 0.25
+        lines += [f"%i{k} = buffer slot={slot} dtype=f32 shape={_shape(shape)}",
+                  f"%o{k} = buffer slot={slot + 1} dtype=f32 shape={_shape(shape)}",
+                  f"%x{k} = load %i{k}"]
+        if op == "expand":
+            lines.append(f"%v{k} = expand %x{k} shape={_shape(full)}")
+            weights, wide = "%wv", f"%v{k}"
+        else:
+            reduce_op = op.split("-")[1]
+            attrs = f"op={reduce_op} axis=[{','.join(map(str, axes))}]"
+            lines += [f"%v{k} = reduce %x{k} {attrs}", f"%u{k} = reduce %wv {attrs}"]
+            weights, wide = f"%u{k}", f"%v{k}"
+        lines += [f"%m{k} = mul {wide} {weights}", f"%y{k} = reduce %m{k} op=add",
+                  f"%g{k} = gradient %y{k} %x{k}", f"store %o{k} %g{k}"]
+        buffers[slot] = values[tuple(slice(0, n) for n in shape)].copy()
+        buffers[slot + 1] = np.zeros(shape, np.float32)
+        slot += 2
+    reading, want, got = running.run_both(impl, "\n".join(lines) + "\n", buffers)
+    running.verdict(tally, reading, buffers, want, got, context=f"the {op} rule: ")

@@ -19,11 +19,13 @@ def test_invalid_gradients_are_rejected(impl, tally, data):
     case = data.draw(invalid_gradients())
     running.supported(impl, case, tally)
     want, got = Outcome("rejected"), impl.build_only(case.source)
+    reading = running.Reading(case.source, case.parsed)
+    tally.reach(reading.conditions())
     difference = compare(want, got)
     if difference is not None:
         raise tally.diverged(running.Finding(
             f"the rule [{case.expect_error}] was missed: {difference}", want, got, difference,
-            case.description, running.Reading(case.source), case.buffers, rule=case.expect_error))
+            case.description, reading, case.buffers, rule=case.expect_error))
 
 
 @given(data=st.data())
