@@ -19,13 +19,14 @@ anything, so that diagnosis need not try it on a case without them.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from gradient_conformance.reference import errors, exact, gradient, rules
-from gradient_conformance.reference.graph import scoped_key
+from gradient_conformance.reference.graph import ATTRIBUTE_ORDER, Node, scoped_key
 from gradient_conformance.reference.interp import EXACT, ExactF32, elementwise_table
 from gradient_conformance.reference.ops import OPS, elementwise
 from gradient_conformance.reference.semantics import SPEC, Semantics, tape_left_fold
@@ -99,6 +100,24 @@ def _pairwise(e, shares, senders):
     return shares[0]
 
 
+def _blocked_fold(e, shares, senders):
+    """Under 8 shares a left fold; from 8 on, numpy's pairwise_sum over nodes: 8 running
+    sums, ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7)), then the rest one by one."""
+    n = len(shares)
+    if n < 8:
+        return gradient.left_fold(e, shares)
+    r = list(shares[:8])
+    i = 8
+    while i < n - n % 8:
+        r = [e("add", r[j], shares[i + j]) for j in range(8)]
+        i += 8
+    total = e("add", e("add", e("add", r[0], r[1]), e("add", r[2], r[3])),
+              e("add", e("add", r[4], r[5]), e("add", r[6], r[7])))
+    for share in shares[i:]:
+        total = e("add", total, share)
+    return total
+
+
 def _post_order(operands_of) -> Callable:
     """The walk's post-order, descending to `operands_of(node)` instead of every operand."""
     return lambda root: gradient.post_order(root, operands_of)
@@ -120,6 +139,9 @@ WALK = [
                                                  left_fold(e, sorted(shares,
                                                                      key=lambda n: n.id))),
             frozenset({"gradient"})),
+    Variant("blocked-past-eight", "sums a node's shares left to right when fewer than 8, "
+            "else in 8 running sums combined pairwise, as numpy sums 8 or more values",
+            "The walk", _set(fold=_blocked_fold), frozenset({"gradient"})),
     Variant("fold-from-zero", "starts each sum of shares from 0.0", "The walk",
             _set(fold=lambda e, shares, senders: gradient.left_fold(e, [e.f32("0.0"),
                                                                          *shares])),
@@ -152,6 +174,19 @@ def _signed_zero_literals_merged(op, dtype, shape, operands, attrs, scope, tag, 
     return scoped_key(op, dtype, shape, operands, attrs, scope, tag, origin)
 
 
+def _where_folded(key: Callable) -> Callable:
+    """A key under which `where` of a literal condition is the operand it selects (when of
+    the same shape): constant folding at build time, which makes the two one node."""
+    def folded(op, dtype, shape, operands, attrs, scope, tag, origin):
+        if op == "where" and operands[0].is_literal:
+            chosen = operands[1] if operands[0].attr("value") else operands[2]
+            if chosen.shape == shape and not chosen.is_literal:
+                return key(chosen.op, chosen.dtype, chosen.shape, chosen.operands,
+                           chosen.attrs, chosen.scope, chosen.tag, 0)
+        return key(op, dtype, shape, operands, attrs, scope, tag, origin)
+    return folded
+
+
 INTERNING = [
     Variant("no-hash-consing", "makes every statement a node of its own: equal nodes are not "
             "one", "Hash consing", _set(key=lambda *fields: object()), frozenset({"gradient"})),
@@ -162,6 +197,10 @@ INTERNING = [
     Variant("gradient-nodes-apart", "keeps the nodes a gradient builds apart from the "
             "program's equal nodes", "Hash consing",
             _set(key=lambda *f: (*scoped_key(*f), f[-1])), frozenset({"gradient"})),
+    Variant("where-literal-folded", "folds a where whose condition is a literal into the "
+            "value it selects: the two are one node", "Hash consing",
+            lambda s: dataclasses.replace(s, key=_where_folded(s.key)),
+            frozenset({"gradient", "where"})),
 ]
 
 
@@ -291,6 +330,83 @@ def _flows_i32_cast(node, operand):
     return carrier and (operand.dtype == "f32" or _is_i32_cast_of_f32(operand))
 
 
+def _max_literal_step(e, u, g, k):
+    """max with a literal operand differentiated as relu: all of g where the value is the
+    larger, nothing at a tie (or a NaN); max of two values as the spec."""
+    a, b = u.operands
+    if not (a.is_literal or b.is_literal):
+        return rules.RULES["max"](e, u, g, k)
+    value, other = (a, b) if k == 0 else (b, a)
+    return e("where", e("cmplt", other, value), g, e.f32("0.0"))
+
+
+def _expand_axis_by_axis(e, u, g, k):
+    """expand's share summed over one expanded axis at a time, the last first (a sum to
+    the operand's shape written as a loop over axes)."""
+    a = u.operands[0]
+    axes = [d for d, n in enumerate(u.shape) if not a.shape or a.shape[d] == 1]
+    if len(axes) < 2:
+        return rules.RULES["expand"](e, u, g, k)
+    for d in reversed(axes):
+        g = e("reduce", g, op="add", axis=(d,))
+    return e("reshape", g, shape=()) if not a.shape else g
+
+
+def _each_rule(wrap) -> Callable[[Semantics], Semantics]:
+    """Every row of the semantics' rules, wrapped: `wrap(row)` is the new row."""
+    return lambda s: dataclasses.replace(s, rules={key: wrap(row) for key, row in
+                                                   s.rules.items()})
+
+
+def _once_per_operand(row):
+    def once(e, u, g, k):
+        if not isinstance(u, Node):
+            return row(e, u, g, k)  # a tape's entry: tape-same-operand-once is its own
+        if k > 0 and any(u.operands[j] is u.operands[k] for j in range(k)):
+            return None  # the operand already had its share
+        return row(e, u, g, k)
+    return once
+
+
+def _flushed_share(row):
+    def flushed(e, u, g, k):
+        share = row(e, u, g, k)
+        if share is None or not isinstance(u, Node):
+            return share  # a program's rules only: a tape's shares are no nodes
+        return _helper(e, "flush", share)
+    return flushed
+
+
+# The flush node of `rules-flush-subnormals`: its value the flushed operand, its share g, so
+# that a gradient of a gradient still goes through it.
+FLUSH = _then(_ops("flush", overrides={("flush", "f32"): exact.flush}),
+              lambda s: dataclasses.replace(s, rules={**s.rules,
+                                                      "flush": lambda e, u, g, k: g}))
+
+
+def _one_hop(depends_on):
+    """depends_on, following memory one store deep: a stored value that is itself a load of
+    what a store wrote is not followed."""
+    def one_hop(y, x, stored_values, flows):
+        def first_hop(load):
+            return [v for v in stored_values(load) if not (v.op == "load" and
+                                                          list(stored_values(v)))]
+        return depends_on(y, x, first_hop, flows)
+    return one_hop
+
+
+def _flows_bitcast_round_trip(flows):
+    """A bitcast f32 -> i32 carries its operand's gradient, and so does the bitcast back."""
+    def flows_through(node, operand):
+        if node.op == "bitcast" and operand.dtype == "f32" and node.dtype == "i32":
+            return True
+        if node.op == "bitcast" and node.dtype == "f32" and operand.op == "bitcast" and \
+                operand.operands[0].dtype == "f32":
+            return True
+        return flows(node, operand)
+    return flows_through
+
+
 def _rule_form(name, says, key, row, *, helpers=False, op=None):
     change = _row(key, row)
     return Variant(name, says, "The rules", _then(HELPERS, change) if helpers else change,
@@ -323,11 +439,25 @@ RULE_FORMS = [
     _rule_form("reduce-max-first", "sends g to the first maximum of a reduce op=max only",
                "reduce.max", _reduce_max_first, helpers=True),
     _rule_form("where-both", "sends g to both values of a where", "where", _where_both),
+    _rule_form("max-literal-step", "differentiates max with a literal operand as relu: all "
+               "of g to the larger side, nothing at a tie", "max", _max_literal_step),
+    _rule_form("expand-axis-by-axis", "sums expand's share over each expanded axis in "
+               "turn, the last first", "expand", _expand_axis_by_axis),
+    Variant("same-operand-once", "passes one share, not two, to an operand a node uses "
+            "twice (mul a a)", "The rules", _each_rule(_once_per_operand),
+            frozenset({"gradient"})),
+    Variant("rules-flush-subnormals", "flushes every subnormal share a rule passes to zero "
+            "(FTZ in the backward pass only)", "The rules",
+            _then(_each_rule(_flushed_share), FLUSH), frozenset({"gradient"})),
     Variant("detach-passes", "lets the gradient through detach", "The rules",
             _then(_row("detach", _detach_passes), _set(flows=_flows_detach)),
             frozenset({"gradient", "detach"})),
     Variant("i32-cast-passes", "lets the gradient through a cast to i32 and back", "The rules",
             _set(flows=_flows_i32_cast), frozenset({"gradient", "cast"})),
+    Variant("bitcast-round-trip-passes", "lets the gradient through a bitcast to i32 and "
+            "back", "The rules",
+            lambda s: dataclasses.replace(s, flows=_flows_bitcast_round_trip(s.flows)),
+            frozenset({"gradient", "bitcast"})),
 ]
 
 
@@ -462,6 +592,107 @@ def _in_binary64(function):
     return op
 
 
+def _binary_by_element(node, args, function):
+    left, right = (np.broadcast_to(v, node.shape) for v in args)
+    out = np.empty(node.shape, dtype=object)
+    for index in np.ndindex(node.shape):
+        out[index] = function(left[index], right[index])
+    return out
+
+
+def _literal_bits(node) -> int | None:
+    return node.attr("value") if node.is_literal and node.dtype == "f32" else None
+
+
+def _add_folding_zero(node, args):
+    """add, but add a 0.0 is a (the fold a simplifier makes: wrong at a = -0.0, where the
+    sum is +0.0)."""
+    add = elementwise_table(EXACT)[("add", node.dtype)]
+    for k, other in ((0, 1), (1, 0)):
+        if node.dtype == "f32" and _literal_bits(node.operands[k]) == exact.POS_ZERO and \
+                not node.operands[other].is_literal:
+            return np.array(np.broadcast_to(args[other], node.shape), dtype=object)
+    return _binary_by_element(node, args, add)
+
+
+def _max_zero_as_relu(node, args):
+    """max, but max a 0.0 is `a > 0 ? a : 0.0` (relu): 0.0 for a NaN a."""
+    largest = elementwise_table(EXACT)[("max", node.dtype)]
+    for k in (0, 1):
+        if node.dtype == "f32" and _literal_bits(node.operands[k]) == exact.POS_ZERO:
+            relu = (lambda a, z: a if exact.f32_lt(exact.POS_ZERO, a) else z) if k == 1 \
+                else (lambda z, a: a if exact.f32_lt(exact.POS_ZERO, a) else z)
+            return _binary_by_element(node, args, relu)
+    return _binary_by_element(node, args, largest)
+
+
+def _reduce_by(node, a, rows_of) -> np.ndarray:
+    """reduce, with the rows of reduced elements that `rows_of(a, axes)` gives (kept
+    elements in row-major order, each row folded left from its first element)."""
+    op, axes = node.attr("op"), node.attr("axis")
+    axes = tuple(range(a.ndim)) if axes is None else axes
+    step = elementwise_table(EXACT)[(op, node.operands[0].dtype)]
+    rows = rows_of(np.asarray(a), axes)
+    out = np.empty(rows.shape[0], dtype=object)
+    for r, row in enumerate(rows):
+        out[r] = exact_fold(step, list(row)) if len(row) else _EMPTY[op, node.dtype]
+    return out.reshape(node.shape)
+
+
+# The value of an empty reduction (SPEC.md, "Values and arithmetic").
+_EMPTY = {("add", "f32"): exact.POS_ZERO, ("max", "f32"): exact.NEG_INF,
+          ("mul", "f32"): exact.ONE, ("add", "i32"): 0, ("max", "i32"): exact.I32_MIN,
+          ("mul", "i32"): 1}
+
+
+def exact_fold(step, row: list):
+    total = row[0]
+    for v in row[1:]:
+        total = step(total, v)
+    return total
+
+
+def _row_major_rows(a, axes):
+    kept = [k for k in range(a.ndim) if k not in axes]
+    return a.transpose(kept + list(axes)).reshape(
+        int(np.prod([a.shape[k] for k in kept])), int(np.prod([a.shape[k] for k in axes])))
+
+
+def _reduce_axis_by_axis(node, args):
+    """reduce over several axes as one reduce per axis, the last first, each rounded."""
+    a = np.asarray(args[0])
+    axes = node.attr("axis")
+    if axes is None or len(axes) < 2 or any(a.shape[k] == 0 for k in axes):
+        return _reduce_by(node, a, _row_major_rows)
+    step = elementwise_table(EXACT)[(node.attr("op"), node.operands[0].dtype)]
+    for k in sorted(axes, reverse=True):
+        moved = np.moveaxis(a, k, -1)
+        out = np.empty(moved.shape[:-1], dtype=object)
+        for index in np.ndindex(out.shape):
+            out[index] = exact_fold(step, list(moved[index]))
+        a = np.expand_dims(out, k)
+    return a.reshape(node.shape)
+
+
+def _middle_axis_as_reshape(a, axes):
+    """The rows of a reduce over one middle axis read as a reshape would lay them out,
+    not a transpose: the index map of a kernel that forgot the strides of the axes after
+    the reduced one."""
+    if len(axes) == 1 and 0 < axes[0] < a.ndim - 1:
+        k = axes[0]
+        shape = [d for j, d in enumerate(a.shape) if j != k] + [a.shape[k]]
+        return np.asarray(a).reshape(shape).reshape(-1, a.shape[k])
+    return _row_major_rows(a, axes)
+
+
+def _reduce_mul_reversed(node, args):
+    """reduce op=mul with axis=: each row folded from its last element."""
+    a = np.asarray(args[0])
+    if node.attr("op") != "mul" or node.attr("axis") is None:
+        return _reduce_by(node, a, _row_major_rows)
+    return _reduce_by(node, a, lambda a, axes: _row_major_rows(a, axes)[:, ::-1])
+
+
 def _idiv_floor(a, b):
     return 0 if b == 0 else exact.wrap(a // b)
 
@@ -497,6 +728,23 @@ FORWARD = [
     Variant("pairwise-reduce", "sums reduce op=add of f32 as a tree of adjacent pairs",
             "Values and arithmetic", _ops("tree", fold_row=_fold_add_rows(_tree_sum_row)),
             frozenset({"reduce"})),
+    Variant("add-zero-folded", "folds add a 0.0 to a (wrong at a = -0.0, where the sum is "
+            "+0.0)", "Values and arithmetic", _ops("add0", arrays={"add": _add_folding_zero}),
+            frozenset({"add"})),
+    Variant("max-zero-relu", "computes max a 0.0 as relu, a > 0 ? a : 0.0 (0.0 for a NaN "
+            "a)", "Values and arithmetic", _ops("relu", arrays={"max": _max_zero_as_relu}),
+            frozenset({"max"})),
+    Variant("reduce-axis-by-axis", "reduces several axes one at a time, the last first, "
+            "each step rounded", "Values and arithmetic",
+            _ops("axes", arrays={"reduce": _reduce_axis_by_axis}), frozenset({"reduce"})),
+    Variant("reduce-middle-axis-reshaped", "reads a reduce over a middle axis with a "
+            "reshape's index map, not a transpose's", "Values and arithmetic",
+            _ops("strides", arrays={"reduce": lambda node, args: _reduce_by(
+                node, args[0], _middle_axis_as_reshape)}), frozenset({"reduce"})),
+    Variant("reduce-mul-axis-reversed", "folds each row of a reduce op=mul with axis= from "
+            "its last element", "Values and arithmetic",
+            _ops("mulrev", arrays={"reduce": _reduce_mul_reversed}),
+            frozenset({"reduce_mul"})),
     Variant("transcendentals-in-binary64", "computes exp2, log2 and sin in binary64, then "
             "rounds to f32", "Values and arithmetic",
             _ops("f64", exp2=_in_binary64(np.exp2), log2=_in_binary64(np.log2),
@@ -574,6 +822,14 @@ REJECTIONS = [
     Variant("reduce-mul-as-add", "differentiates reduce op=mul as if it were op=add",
             "When gradient is rejected", _row("reduce.mul", rules.RULES["reduce.add"]),
             frozenset({"gradient", "reduce_mul"})),
+    Variant("memory-one-hop", "follows dependence through memory one store deep: x stored, "
+            "loaded and stored again is not seen", "When gradient is rejected",
+            lambda s: dataclasses.replace(s, depends_on=_one_hop(s.depends_on)),
+            frozenset({"gradient", "store"})),
+    Variant("open-range-not-through-detach", "decides whether y or x depends on an open "
+            "range without descending through detach", "When gradient is rejected",
+            _set(range_inputs=lambda n: () if n.op == "detach" else n.operands),
+            frozenset({"gradient", "range", "detach"})),
     Variant("rejects-independent-loss", "rejects a gradient whose loss does not depend on x",
             "When gradient is rejected",
             lambda s: dataclasses.replace(s, more_rejections=(*s.more_rejections,
@@ -589,6 +845,64 @@ REJECTIONS = [
             lambda s: dataclasses.replace(s, more_rejections=(*s.more_rejections,
                                                               _no_rule_anywhere)),
             frozenset({"gradient"})),
+]
+
+
+# --- the text form (SPEC.md, "Text form") ---------------------------------------------------
+
+
+def _reads(rewrite: Callable[[str], str]) -> Callable[[Semantics], Semantics]:
+    """Read the text otherwise: `rewrite` of what the semantics already reads."""
+    return lambda s: dataclasses.replace(s, reads=lambda text: rewrite(s.reads(text)))
+
+
+def _attributes_by_position(source: str) -> str:
+    """Each line's attribute values taken for the keys in the printer's order, whatever key
+    each was written with."""
+    lines = []
+    for line in source.splitlines():
+        code, hash_, comment = line.partition("#")
+        tokens = code.split()
+        at = [k for k, t in enumerate(tokens) if "=" in t and t != "="]
+        pairs = [tokens[k].split("=", 1) for k in at]
+        keys = sorted((key for key, _ in pairs),
+                      key=lambda key: ATTRIBUTE_ORDER.index(key)
+                      if key in ATTRIBUTE_ORDER else len(ATTRIBUTE_ORDER))
+        for k, key, (_, value) in zip(at, keys, pairs, strict=True):
+            tokens[k] = f"{key}={value}"
+        indent = code[:len(code) - len(code.lstrip())]
+        lines.append(indent + " ".join(tokens) + (hash_ + comment if hash_ else ""))
+    return "\n".join(lines) + "\n"
+
+
+_UPPER_EXPONENT = re.compile(r"(?<![%@\w.])(-?(?:\d+\.?\d*|\.\d+))E([+-]?\d+)\b")
+
+
+def _lowercase_exponent_only(source: str) -> str:
+    """An f32 literal with a capital E read as its mantissa and a name (1E-3: 1 and E-3),
+    which no statement takes."""
+    return _UPPER_EXPONENT.sub(lambda m: f"{m.group(1)} %E{m.group(2).lstrip('+-')}", source)
+
+
+def _single_spaces(source: str) -> str:
+    """A line split at every single space, indentation apart: two spaces make an empty
+    token, read as an operand named by nothing."""
+    lines = []
+    for line in source.splitlines():
+        code = line.lstrip(" ")
+        indent = line[:len(line) - len(code)]
+        lines.append(indent + code.replace("  ", " %_ "))
+    return "\n".join(lines) + "\n"
+
+
+TEXT = [
+    Variant("attributes-by-position", "reads a statement's attribute values in the "
+            "printer's order of keys, whatever keys they were written with", "Text form",
+            _reads(_attributes_by_position)),
+    Variant("lowercase-exponent-only", "reads only a lowercase e as an exponent (1E-3 is no "
+            "literal)", "Text form", _reads(_lowercase_exponent_only)),
+    Variant("single-spaces", "splits a line at every space, so that two spaces make an empty "
+            "token", "Text form", _reads(_single_spaces)),
 ]
 
 
@@ -634,7 +948,8 @@ TAPES = [
 
 
 CATALOGUE: dict[str, Variant] = {v.name: v for v in
-                                 WALK + INTERNING + RULE_FORMS + FORWARD + REJECTIONS + TAPES}
+                                 WALK + INTERNING + RULE_FORMS + FORWARD + REJECTIONS + TEXT +
+                                 TAPES}
 # Variants that no program can tell from the spec, and why (each proven, not presumed).
 EQUIVALENT: dict[str, str] = {}
 
