@@ -32,7 +32,8 @@ I32_BITS = tuple(op for op in elementwise("i32", 2) if op not in I32_ARITHMETIC 
 BOOL_BINARY = elementwise("bool", 2)
 COMPARISONS = tuple(sorted(set(elementwise("f32", 2, result="bool")) |
                            set(elementwise("i32", 2, result="bool"))))
-ZEROS_FIRST = _first(F32_LITERALS, "0.0", "-0.0")
+ZEROS = ("0.0", "-0.0")
+ZEROS_FIRST = _first(F32_LITERALS, *ZEROS)
 MAX_SINKS = 6  # values stored by a program, besides its gradients
 
 # --- steps: each writes one or a few statements ----------------------------------------------
@@ -52,8 +53,10 @@ def _f32_binary(w: Writer, base) -> None:
     if not a.literal and not (op == "max" and w.smooth) and w.same():
         b = a  # max a a: a tie at every element
     elif not a.literal and w.literal_operand():
-        # max %a 0.0 (relu), add %a 0.0: what implementations fold by value.
-        b = Val(w.choose(ZEROS_FIRST), "f32", (), literal=True)
+        # max %a 0.0 (relu), add %a -0.0: what implementations fold by value, so a zero at
+        # least half the time.
+        text = w.choose(ZEROS) if not w.flip() else w.choose(ZEROS_FIRST)
+        b = Val(text, "f32", (), literal=True)
     else:
         b = w.pick("f32", shape, where=w.apart(a) if op == "max" else lambda v: True)
     w.value(op, [a, b], "f32", shape)
