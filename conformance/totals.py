@@ -76,5 +76,6 @@ def coverage(per_check: dict[str, dict[str, int]], generated=frozenset()) -> dic
                     for name in counts}
     return {"model": len(CONDITIONS), "reached": len(reached & set(CONDITIONS)),
             "unreached": [name for name in CONDITIONS if name not in reached],
+            "says": {name: c.says for name, c in CONDITIONS.items() if name not in reached},
             "generated": sorted(c for c in generated if c in per_check),
             "generated_reached": len(by_generated & set(CONDITIONS))}

@@ -40,7 +40,28 @@ def render(report: Report) -> str:
         summary=diagnoses(report.divergences),
         ops=sorted(report.ops), chart=ulp_chart(report.ulps),
         totals={o: sum(report.checks[c].get(o, 0) for c in checks) for o in outcomes},
-        lines=_numbered, short=_short, breakable=_breakable)
+        lines=_numbered, short=_short, breakable=_breakable, coverage=coverage_view(report))
+
+
+def coverage_view(report: Report) -> dict | None:
+    """The report's conditions (SPEC.md, "Conditions"), as the page shows them, from data
+    that may have been read back from a file: None unless the figures are whole numbers
+    that fit together; names and descriptions only where they are strings."""
+    cov = report.coverage if isinstance(report.coverage, dict) else {}
+    model, reached = cov.get("model"), cov.get("reached")
+    if type(model) is not int or type(reached) is not int or not 0 <= reached <= model > 0:
+        return None
+    says = cov.get("says") if isinstance(cov.get("says"), dict) else {}
+    listed = cov.get("unreached") if isinstance(cov.get("unreached"), list) else []
+    unreached = [(n, says[n] if isinstance(says.get(n), str) else "") for n in listed
+                 if isinstance(n, str)]
+    alone = cov.get("generated_reached")
+    per_check = report.conditions if isinstance(report.conditions, dict) else {}
+    checks = [(str(c), len(v)) for c, v in sorted(per_check.items(), key=lambda kv: str(kv[0]))
+              if isinstance(v, dict) and v]
+    return {"model": model, "reached": reached, "share": 100 * reached / model,
+            "alone": alone if type(alone) is int and 0 <= alone <= reached else None,
+            "checks": checks, "unreached": unreached}
 
 
 def _short(check: str) -> str:

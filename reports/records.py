@@ -101,7 +101,9 @@ class Report:
     ops: dict[str, dict[str, list[int]]] = field(default_factory=dict)
     # check -> condition -> cases that took it (reference/conditions.py; SPEC.md, "Conditions")
     conditions: dict[str, dict[str, int]] = field(default_factory=dict)
-    # The model's size, and its conditions no check took: {"model": N, "unreached": [...]}.
+    # The model's size and how much of it the checks took, and the generated checks alone:
+    # {"model": N, "reached": N, "unreached": [names], "says": {name: what it is},
+    #  "generated": [checks], "generated_reached": N} (conformance/totals.py, coverage).
     coverage: dict = field(default_factory=dict)
     ulps: dict[str, dict] = field(default_factory=dict)
     divergences: list[Divergence] = field(default_factory=list)

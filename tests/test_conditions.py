@@ -207,3 +207,24 @@ def test_a_guided_check_scores_each_case_once_by_its_rare_conditions(monkeypatch
     quiet.reach({"max.tie"})
     assert not scores and quiet.conditions["max.tie"] == 1
     assert tally.conditions["max.tie"] == tally.cases  # once a case, however often looked at
+
+
+def test_the_report_shows_conditions_from_data_it_validates():
+    """The HTML report's Conditions table: each never-taken condition with what it is; a
+    report read back whose figures do not fit together shows no table, and never a crash."""
+    from gradient_conformance.reports.html import coverage_view, render
+    from gradient_conformance.reports.records import Report
+    per_check = {"test_a": {"max.tie": 2}, "test_b": {"where.mixed": 1}}
+    report = Report(implementation={"name": "x", "version": "1", "spec": "x",
+                                    "capabilities": {}}, conditions=per_check,
+                    coverage=model_share(per_check, {"test_a"}), checks={"test_a": {}})
+    page = render(report)
+    assert "2 of\n191 (1.0%); the\ngenerated checks alone took 1." in page
+    assert "<code>rule.max.same-operand</code></td><td>max a a: both shares to one node" in page
+    for junk in ({"model": "191", "reached": 2}, {"model": 0, "reached": 0},
+                 {"model": 5, "reached": 9}, {"model": 5, "reached": True}, [], None):
+        report.coverage = junk
+        assert coverage_view(report) is None
+        assert 'id="coverage"' not in render(report)
+    report.coverage = {"model": 5, "reached": 1, "unreached": ["a", 7, None], "says": []}
+    assert coverage_view(report)["unreached"] == [("a", "")]
