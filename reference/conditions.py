@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import errors, exact
+from .gradient import between, reachable
 from .graph import ATTRIBUTE_ORDER, Node
 from .ops import OPS, REDUCE_OPS, elementwise
 from .program import Define, Loop, Program, Store, walk
@@ -540,7 +541,7 @@ class Reached:
         if e.x in earlier:
             self.add("walk.x-built-by-gradient")
         if e.y in earlier or e.x in earlier or any(
-                d.expansion is not None and d.node in _graph_of(e.y) for d in statements
+                d.expansion is not None and d.node in reachable(e.y) for d in statements
                 if isinstance(d, Define) and d is not s):
             self.add("walk.higher-order")
         if s.node.scope:
@@ -567,10 +568,10 @@ class Reached:
                 found += [store.value for store in reaching.get(node, ())]
             return found
 
-        on_path = _between(y, x, inputs)
+        on_path = between(y, x, inputs)
         if any(n.op == "detach" for n in on_path):
             self.add("depends.detach")
-            if any(n.op == "detach" and x in _graph_of(n) and x is not n for n in on_path):
+            if any(n.op == "detach" and x in reachable(n) and x is not n for n in on_path):
                 self.add("walk.through-detach")
         if any(n.dtype in ("i32", "bool") for n in on_path):
             self.add("depends.i32")
@@ -590,16 +591,16 @@ class Reached:
         does."""
         if not tags:
             return
-        sources = [n for n in _graph_of(node) if (n.op == "range" and n.tag in tags)
+        sources = [n for n in reachable(node) if (n.op == "range" and n.tag in tags)
                    or n in loads_in_body]
         if not sources:
             return
         if any(n in loads_in_body for n in sources):
             self.add("open-range.load")
-        if any(n.op == "range" for n in _graph_of(node, through=lambda n: n not in
+        if any(n.op == "range" for n in reachable(node, through=lambda n: n not in
                                                    loads_in_body)):
             self.add("open-range.counter")
-        direct = _graph_of(node, through=lambda n: n.op != "detach")
+        direct = reachable(node, through=lambda n: n.op != "detach")
         if not any(s in direct for s in sources):
             self.add("open-range.through-detach")
 
@@ -673,44 +674,6 @@ def _has_tie(node: Node, a) -> bool:
     probe = Reached()
     probe._reduce(node, a)
     return "reduce.max.tie" in probe.names
-
-
-def _graph_of(root: Node, through=lambda n: True) -> set[Node]:
-    """root and every node it uses, descending only through nodes `through` accepts."""
-    seen, stack = {root}, [root]
-    while stack:
-        node = stack.pop()
-        if not through(node):
-            continue
-        for o in node.operands:
-            if o not in seen:
-                seen.add(o)
-                stack.append(o)
-    return seen
-
-
-def _between(y: Node, x: Node, inputs) -> set[Node]:
-    """The nodes on some path from y down to x, following `inputs`."""
-    users: dict[Node, list[Node]] = {}
-    seen, stack = {y}, [y]
-    while stack:
-        node = stack.pop()
-        if node is x:
-            continue
-        for o in inputs(node):
-            users.setdefault(o, []).append(node)
-            if o not in seen:
-                seen.add(o)
-                stack.append(o)
-    if x not in seen:
-        return set()
-    on, stack = {x}, [x]
-    while stack:
-        for user in users.get(stack.pop(), ()):
-            if user not in on:
-                on.add(user)
-                stack.append(user)
-    return on
 
 
 def reached_names(names: Iterable[str]) -> frozenset[str]:

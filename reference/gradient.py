@@ -187,10 +187,19 @@ def depends_on(y: Node, x: Node, stored_values, flows) -> set[Node]:
             found += [v for v in stored_values(node) if flows(node, v)]
         return found
 
+    return between(y, x, inputs)
+
+
+def between(y: Node, x: Node, inputs: Callable[[Node], Iterable[Node]]) -> set[Node]:
+    """The nodes on some path from y down to x, following `inputs` (neither past x): x and y
+    among them, or none if there is no such path. Memory can make cycles, so it is a search
+    down from y, then back up from x through the users it found."""
     users: dict[Node, list[Node]] = {}
     seen, stack = {y}, [y]
     while stack:
         node = stack.pop()
+        if node is x:
+            continue
         for operand in inputs(node):
             users.setdefault(operand, []).append(node)
             if operand not in seen:
@@ -198,10 +207,24 @@ def depends_on(y: Node, x: Node, stored_values, flows) -> set[Node]:
                 stack.append(operand)
     if x not in seen:
         return set()
-    carries, stack = {x}, [x]
+    on, stack = {x}, [x]
     while stack:
         for user in users.get(stack.pop(), ()):
-            if user not in carries:
-                carries.add(user)
+            if user not in on:
+                on.add(user)
                 stack.append(user)
-    return carries
+    return on
+
+
+def reachable(root: Node, through: Callable[[Node], bool] = lambda node: True) -> set[Node]:
+    """root and every node it uses, descending only from the nodes `through` accepts."""
+    seen, stack = {root}, [root]
+    while stack:
+        node = stack.pop()
+        if not through(node):
+            continue
+        for operand in node.operands:
+            if operand not in seen:
+                seen.add(operand)
+                stack.append(operand)
+    return seen

@@ -773,29 +773,16 @@ WITHOUT = {
 }
 
 
-def _reachable(root, through: Callable = lambda node: True) -> set:
-    seen, stack = {root}, [root]
-    while stack:
-        node = stack.pop()
-        if not through(node):
-            continue
-        for operand in node.operands:
-            if operand not in seen:
-                seen.add(operand)
-                stack.append(operand)
-    return seen
-
-
 def _independent_loss(y, x, stored_values):
     carries = gradient.depends_on(y, x, stored_values, gradient.flows)
     return None if x in carries else "the loss does not depend on x"
 
 
 def _through_detach_or_cast(y, x, stored_values):
-    for node in _reachable(y):
+    for node in gradient.reachable(y):
         crossing = node.op == "detach" or (node.op in ("cast", "bitcast", "cmplt", "cmpne")
                                            and node.dtype != "f32")
-        if crossing and x in _reachable(node) and node is not x:
+        if crossing and x in gradient.reachable(node) and node is not x:
             return f"x is reached through a {node.op}"
     return None
 
@@ -804,7 +791,7 @@ LEAVES = ("const", "buffer", "param", "range")
 
 
 def _no_rule_anywhere(y, x, stored_values):
-    for node in _reachable(y):
+    for node in gradient.reachable(y):
         if node is x or node.op in LEAVES or rules.rule_key(node) in rules.RULES:
             continue
         if node.op == "load" and not list(stored_values(node)):
