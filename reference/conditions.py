@@ -612,11 +612,12 @@ class Reached:
             self.add(f"rejected.{rule}")
             message = problem.message
             if rule == errors.NO_RULE:
-                if "memory" in message:
+                # The node that stopped the walk, as the reference's message names its row.
+                if "'load' has no gradient rule" in message:
                     self.add("rejected.no-rule.memory")
-                elif "'call'" in message:
+                elif "'call' has no gradient rule" in message:
                     self.add("rejected.no-rule.call")
-                elif "'reduce op=mul'" in message:
+                elif "'reduce op=mul' has no gradient rule" in message:
                     self.add("rejected.no-rule.reduce-mul")
         elif isinstance(problem, errors.IndexOutOfRange):
             self.add("error.index")
