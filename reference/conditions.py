@@ -28,6 +28,7 @@ import numpy as np
 from . import errors, exact
 from .gradient import between, reachable
 from .graph import ATTRIBUTE_ORDER, Node
+from .interp import reduced_rows
 from .ops import OPS, REDUCE_OPS, elementwise
 from .program import Define, Loop, Program, Store, walk
 from .rules import RULES, rule_key
@@ -369,12 +370,7 @@ class Reached:
 
     def _reduce(self, node: Node, a) -> None:
         op = node.attr("op")
-        a = np.asarray(a)
-        axes = node.attr("axis")
-        axes = tuple(range(a.ndim)) if axes is None else axes
-        kept = [k for k in range(a.ndim) if k not in axes]
-        rows = a.transpose(kept + list(axes)).reshape(
-            math.prod(a.shape[k] for k in kept), math.prod(a.shape[k] for k in axes))
+        rows = reduced_rows(np.asarray(a), node.attr("axis"))
         if rows.shape[1] >= 8:
             self.add(f"reduce.{op}.long-row")
         if node.dtype != "f32":

@@ -228,11 +228,8 @@ class Interpreter:
 
     def _reduce(self, node: Node, a: np.ndarray) -> np.ndarray:
         """A left fold in row-major order of the reduced elements, from the first one."""
-        op, axes = node.attr("op"), node.attr("axis")
-        axes = tuple(range(a.ndim)) if axes is None else axes
-        kept = [k for k in range(a.ndim) if k not in axes]
-        rows = a.transpose(kept + list(axes)).reshape(
-            math.prod(a.shape[k] for k in kept), math.prod(a.shape[k] for k in axes))
+        op = node.attr("op")
+        rows = reduced_rows(a, node.attr("axis"))
         step = self.elementwise[(op, a_dtype := node.operands[0].dtype)]
         out = np.empty(rows.shape[0], dtype=object)
         for r, row in enumerate(rows):
@@ -277,3 +274,12 @@ def to_numpy(values: np.ndarray, dtype: str, domain=EXACT) -> np.ndarray:
         bits = [domain.to_bits(v) for v in values.flat]
         return exact.to_numpy_f32(bits).reshape(values.shape)
     return np.array(list(values.flat), dtype=NUMPY_DTYPES[dtype]).reshape(values.shape)
+
+
+def reduced_rows(a: np.ndarray, axes) -> np.ndarray:
+    """The rows a reduce over `axes` (None: all) folds: one per kept index, in row-major
+    order, each holding the reduced elements in row-major order."""
+    axes = tuple(range(a.ndim)) if axes is None else tuple(axes)
+    kept = [k for k in range(a.ndim) if k not in axes]
+    return a.transpose(kept + list(axes)).reshape(
+        math.prod(a.shape[k] for k in kept), math.prod(a.shape[k] for k in axes))

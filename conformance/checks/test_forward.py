@@ -12,6 +12,7 @@ from gradient_conformance.conformance import running
 from gradient_conformance.generators import exact_programs, programs
 from gradient_conformance.generators.buffers import ANY_F32
 from gradient_conformance.generators.hard_to_round import HARD_TO_ROUND
+from gradient_conformance.generators.writer import shape_text
 from gradient_conformance.reference import exact
 from gradient_conformance.reference.cases import NUMPY
 from gradient_conformance.reference.ops import REDUCE_OPS, TRANSCENDENTAL, elementwise, feature
@@ -97,7 +98,7 @@ def forward_program(op: str, arity: int, n: int) -> tuple[str, list[tuple[int, t
     for k, (operands, shape) in enumerate(zip(outputs, shapes, strict=True)):
         slot = arity + k
         lines.insert(arity + k, f"%o{k} = buffer slot={slot} dtype=f32 shape="
-                     f"[{','.join(map(str, shape))}]")
+                     f"{shape_text(shape)}")
         lines += [f"%y{k} = {op} {operands}", f"store %o{k} %y{k}"]
         slots.append((slot, shape))
     return "\n".join(lines) + "\n", slots
@@ -137,10 +138,10 @@ def test_reduce_over_every_axis_set(impl, tally, op):
     each row is folded left in row-major order (SPEC.md, "Values and arithmetic")."""
     if feature("reduce", op) in impl.unsupported():
         pytest.skip(f"reduce op={op} is unsupported")
-    dims = ",".join(map(str, running.AXES_SHAPE))
+    dims = shape_text(running.AXES_SHAPE)
     lines, buffers = [], {}
     for slot, dtype in enumerate(("f32", "i32")):
-        lines += [f"%b{dtype} = buffer slot={slot} dtype={dtype} shape=[{dims}]",
+        lines += [f"%b{dtype} = buffer slot={slot} dtype={dtype} shape={dims}",
                   f"%x{dtype} = load %b{dtype}"]
         buffers[slot] = running.axis_values(dtype, seed=slot + len(op))
     slot = 2
@@ -148,9 +149,8 @@ def test_reduce_over_every_axis_set(impl, tally, op):
         for axes in [None, *running.axis_sets(len(running.AXES_SHAPE))]:
             shape = () if axes is None else tuple(
                 1 if d in axes else n for d, n in enumerate(running.AXES_SHAPE))
-            attrs = f"op={op}" + ("" if axes is None else f" axis=[{','.join(map(str, axes))}]")
-            dims_out = ",".join(map(str, shape))
-            lines += [f"%o{slot} = buffer slot={slot} dtype={dtype} shape=[{dims_out}]",
+            attrs = f"op={op}" + ("" if axes is None else f" axis={shape_text(axes)}")
+            lines += [f"%o{slot} = buffer slot={slot} dtype={dtype} shape={shape_text(shape)}",
                       f"%r{slot} = reduce %x{dtype} {attrs}", f"store %o{slot} %r{slot}"]
             buffers[slot] = np.zeros(shape, NUMPY[dtype])
             slot += 1
@@ -162,15 +162,15 @@ def test_reduce_over_every_axis_set(impl, tally, op):
 def test_expand_over_every_axis_set(impl, tally):
     """expand to a rank-4 shape from every shape with some of its axes of size 1 (one, a
     middle one, several, all) and from a scalar, of f32 and i32 (SPEC.md, "Operations")."""
-    dims = ",".join(map(str, running.AXES_SHAPE))
+    dims = shape_text(running.AXES_SHAPE)
     lines, buffers, slot = [], {}, 0
     for dtype in ("f32", "i32"):
         for axes in running.axis_sets(len(running.AXES_SHAPE)):
             source_shape = tuple(1 if d in axes else n for d, n in enumerate(running.AXES_SHAPE))
-            text = ",".join(map(str, source_shape))
-            lines += [f"%i{slot} = buffer slot={slot} dtype={dtype} shape=[{text}]",
-                      f"%o{slot} = buffer slot={slot + 1} dtype={dtype} shape=[{dims}]",
-                      f"%x{slot} = load %i{slot}", f"%e{slot} = expand %x{slot} shape=[{dims}]",
+            lines += [f"%i{slot} = buffer slot={slot} dtype={dtype} "
+                      f"shape={shape_text(source_shape)}",
+                      f"%o{slot} = buffer slot={slot + 1} dtype={dtype} shape={dims}",
+                      f"%x{slot} = load %i{slot}", f"%e{slot} = expand %x{slot} shape={dims}",
                       f"store %o{slot} %e{slot}"]
             values = running.axis_values(dtype, seed=slot)
             buffers[slot] = values[tuple(slice(0, n) for n in source_shape)].copy()

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from gradient_conformance.conformance import running
 from gradient_conformance.generators import differentiable_programs
+from gradient_conformance.generators.writer import shape_text
 from gradient_conformance.reference.ops import TRANSCENDENTAL
 
 RANK = 4  # where the suite runs these checks (plugin.rank): cheaper, more telling first
@@ -26,10 +27,6 @@ def test_gradients_bit_for_bit(impl, tally, data):
     running.check_case(impl, tally, case)
 
 
-def _shape(dims) -> str:
-    return "[" + ",".join(map(str, dims)) + "]"
-
-
 @pytest.mark.parametrize("op", ["expand", "reduce-add", "reduce-max"])
 def test_rules_over_every_axis_set(impl, tally, op):
     """The rules of expand and reduce over every set of axes of a rank-4 value: each share
@@ -38,7 +35,7 @@ def test_rules_over_every_axis_set(impl, tally, op):
     if not impl.capabilities.get("bit_exact_gradients", True):
         pytest.skip("does not claim bit-exact gradients (CAPABILITIES)")
     full = running.AXES_SHAPE
-    lines = [f"%w = buffer slot=0 dtype=f32 shape={_shape(full)}", "%wv = load %w"]
+    lines = [f"%w = buffer slot=0 dtype=f32 shape={shape_text(full)}", "%wv = load %w"]
     buffers = {0: running.axis_values("f32", seed=7)}
     buffers[0].flat[-1] = 1.5  # no NaN in the weights: it would hide every other share
     slot = 1
@@ -47,15 +44,15 @@ def test_rules_over_every_axis_set(impl, tally, op):
         shape = small if op == "expand" else full
         values = running.axis_values("f32", seed=slot)
         values.flat[-1] = 0.25
-        lines += [f"%i{k} = buffer slot={slot} dtype=f32 shape={_shape(shape)}",
-                  f"%o{k} = buffer slot={slot + 1} dtype=f32 shape={_shape(shape)}",
+        lines += [f"%i{k} = buffer slot={slot} dtype=f32 shape={shape_text(shape)}",
+                  f"%o{k} = buffer slot={slot + 1} dtype=f32 shape={shape_text(shape)}",
                   f"%x{k} = load %i{k}"]
         if op == "expand":
-            lines.append(f"%v{k} = expand %x{k} shape={_shape(full)}")
+            lines.append(f"%v{k} = expand %x{k} shape={shape_text(full)}")
             weights, wide = "%wv", f"%v{k}"
         else:
             reduce_op = op.split("-")[1]
-            attrs = f"op={reduce_op} axis=[{','.join(map(str, axes))}]"
+            attrs = f"op={reduce_op} axis={shape_text(axes)}"
             lines += [f"%v{k} = reduce %x{k} {attrs}", f"%u{k} = reduce %wv {attrs}"]
             weights, wide = f"%u{k}", f"%v{k}"
         lines += [f"%m{k} = mul {wide} {weights}", f"%y{k} = reduce %m{k} op=add",

@@ -27,7 +27,12 @@ import numpy as np
 
 from gradient_conformance.reference import errors, exact, gradient, rules
 from gradient_conformance.reference.graph import ATTRIBUTE_ORDER, Node, scoped_key
-from gradient_conformance.reference.interp import EXACT, ExactF32, elementwise_table
+from gradient_conformance.reference.interp import (
+    EXACT,
+    ExactF32,
+    elementwise_table,
+    reduced_rows,
+)
 from gradient_conformance.reference.ops import OPS, elementwise
 from gradient_conformance.reference.semantics import SPEC, Semantics, tape_left_fold
 
@@ -652,18 +657,12 @@ def exact_fold(step, row: list):
     return total
 
 
-def _row_major_rows(a, axes):
-    kept = [k for k in range(a.ndim) if k not in axes]
-    return a.transpose(kept + list(axes)).reshape(
-        int(np.prod([a.shape[k] for k in kept])), int(np.prod([a.shape[k] for k in axes])))
-
-
 def _reduce_axis_by_axis(node, args):
     """reduce over several axes as one reduce per axis, the last first, each rounded."""
     a = np.asarray(args[0])
     axes = node.attr("axis")
     if axes is None or len(axes) < 2 or any(a.shape[k] == 0 for k in axes):
-        return _reduce_by(node, a, _row_major_rows)
+        return _reduce_by(node, a, reduced_rows)
     step = elementwise_table(EXACT)[(node.attr("op"), node.operands[0].dtype)]
     for k in sorted(axes, reverse=True):
         moved = np.moveaxis(a, k, -1)
@@ -682,15 +681,15 @@ def _middle_axis_as_reshape(a, axes):
         k = axes[0]
         shape = [d for j, d in enumerate(a.shape) if j != k] + [a.shape[k]]
         return np.asarray(a).reshape(shape).reshape(-1, a.shape[k])
-    return _row_major_rows(a, axes)
+    return reduced_rows(a, axes)
 
 
 def _reduce_mul_reversed(node, args):
     """reduce op=mul with axis=: each row folded from its last element."""
     a = np.asarray(args[0])
     if node.attr("op") != "mul" or node.attr("axis") is None:
-        return _reduce_by(node, a, _row_major_rows)
-    return _reduce_by(node, a, lambda a, axes: _row_major_rows(a, axes)[:, ::-1])
+        return _reduce_by(node, a, reduced_rows)
+    return _reduce_by(node, a, lambda a, axes: reduced_rows(a, axes)[:, ::-1])
 
 
 def _idiv_floor(a, b):
