@@ -287,13 +287,12 @@ class Reached:
         elif op == "bitcast" and node.dtype == "f32" and operands[0].dtype == "i32":
             if any(exact.is_nan(b) for b in result.flat):
                 self.add("bitcast.to-nan")
-        elif op == "reduce":
-            self._reduce(node, args[0])
+        tied = op == "reduce" and self._reduce(node, args[0])
         if node in self._built and node.dtype == "f32" and any(
                 exact.is_subnormal(b) for b in np.asarray(result).flat):
             self.add("rule.subnormal")
         if node in self._visited:
-            self._visited_values(node, args)
+            self._visited_values(node, args, tied)
 
     def _f32(self, node: Node, args: list, result) -> None:
         op, shape = node.op, node.shape
@@ -368,13 +367,16 @@ class Reached:
             elif source == "f32" and target == "bool" and exact.is_nan(v):
                 self.add("cast.f32-bool-nan")
 
-    def _reduce(self, node: Node, a) -> None:
+    def _reduce(self, node: Node, a) -> bool:
+        """The reduce's conditions; whether a row of a reduce op=max holds its maximum
+        twice."""
         op = node.attr("op")
         rows = reduced_rows(np.asarray(a), node.attr("axis"))
         if rows.shape[1] >= 8:
             self.add(f"reduce.{op}.long-row")
+        tied = False
         if node.dtype != "f32":
-            return
+            return tied
         for row in rows:
             values = list(row)
             if op == "max" and any(exact.is_nan(v) for v in values):
@@ -383,12 +385,15 @@ class Reached:
                 top = _row_max(values)
                 if sum(not exact.f32_ne(v, top) for v in values) > 1:
                     self.add("reduce.max.tie")
+                    tied = True
             elif op == "add" and values and all(_is_zero(v) for v in values) and \
                     exact.NEG_ZERO in values:
                 self.add("reduce.add.signed-zeros")
+        return tied
 
-    def _visited_values(self, node: Node, args: list) -> None:
-        """A node some walk passed shares through: the paths its rule took at these values."""
+    def _visited_values(self, node: Node, args: list, tied: bool) -> None:
+        """A node some walk passed shares through: the paths its rule took at these values
+        (`tied`: a reduce op=max's row holds its maximum twice)."""
         shape = node.operands[0].shape if node.op == "reduce" else node.shape
         if node.op == "max" and node.dtype == "f32":
             for a, b in zip(_elements(args[0], shape), _elements(args[1], shape), strict=True):
@@ -398,11 +403,8 @@ class Reached:
                     self.add("rule.max.tie")
                     if a != b:
                         self.add("rule.max.signed-zeros")
-        elif node.op == "reduce" and node.attr("op") == "max":
-            before = "reduce.max.tie" in self.names
-            self._reduce(node, args[0])
-            if "reduce.max.tie" in self.names and (not before or _has_tie(node, args[0])):
-                self.add("rule.reduce.max.tie")
+        elif tied:
+            self.add("rule.reduce.max.tie")
 
     # --- the build -----------------------------------------------------------------------
 
@@ -665,12 +667,6 @@ def _row_max(values: list[int]) -> int:
     for v in values[1:]:
         top = exact.f32_max(top, v)
     return top
-
-
-def _has_tie(node: Node, a) -> bool:
-    probe = Reached()
-    probe._reduce(node, a)
-    return "reduce.max.tie" in probe.names
 
 
 def reached_names(names: Iterable[str]) -> frozenset[str]:
