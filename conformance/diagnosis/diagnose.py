@@ -2,13 +2,16 @@
 (variants.py) did exactly the same. SPEC.md, "Diagnosis".
 
 For a divergent case, the reference is run again with each variant that could matter (the
-case uses what the variant changes). A variant is named only if it reproduces *every* output
-of the implementation bit for bit, as the checks compare (any NaN matching any NaN), or, for
-a divergence of status, the same status (a rejection, an acceptance, a run-time error blaming
-an index). Several may; all are named. When none does, pairs of the variants that each
-reproduce some of the differing elements are tried together (at most PAIR_CANDIDATES of
-them). Otherwise the answer is that no known variant reproduces the bits: never a guess,
-never the closest.
+case uses what the variant changes: variants.applies). A variant is named only if it
+reproduces *every* output of the implementation under the check's own comparison (bit for
+bit, or within the ulps the check allowed; any NaN matching any NaN), or, for a divergence of
+status, the same status; an acceptance the spec rejects, only if the variant and the
+implementation then also give the same values on the same inputs (VERIFY_INPUTS of them),
+since a variant that accepts the program may still compute something else. Several may; all
+are named. When none does, pairs of the variants that each reproduce some of the differing
+elements are tried together (at most PAIR_CANDIDATES of them), each pair only in an order in
+which both are in effect (variants.composable). Otherwise the answer is that no known variant
+reproduces the bits: never a guess, never the closest.
 """
 
 from __future__ import annotations
@@ -17,12 +20,23 @@ import itertools
 import time
 from dataclasses import asdict, dataclass, field
 
-from gradient_conformance.conformance.diagnosis.variants import CATALOGUE, Variant
+import numpy as np
+
+from gradient_conformance.conformance.diagnosis.variants import (
+    CATALOGUE,
+    Variant,
+    applies,
+    composable,
+)
 from gradient_conformance.conformance.outcome import Outcome, compare
 from gradient_conformance.conformance.running import Reading
 from gradient_conformance.reference.tape import backprop_bits
 
 PAIR_CANDIDATES = 12  # variants tried in pairs, at most: 66 pairs
+# The inputs on which an accepted program is run by a variant and by the implementation, to
+# tell whether the variant that accepts it is what the implementation did: every f32 input
+# element one value, every i32 another.
+VERIFY_INPUTS = ((3.0, 3), (-0.75, -2))
 
 
 @dataclass
@@ -36,6 +50,8 @@ class Diagnosis:
     pairs_tried: int = 0
     reason: str = ""  # why nothing was tried (a failure is no variant)
     seconds: float = 0.0  # what finding it cost
+    verified_on: int = 0  # inputs an acceptance's variants were also run on, to compare values
+    ulps: int = 0  # the ulps the check allowed, and the comparison allowed too
 
     @property
     def found(self) -> bool:
@@ -49,8 +65,12 @@ class Diagnosis:
             named = "; or ".join(_says(CATALOGUE[n]) for n in self.variants)
             sections = ", ".join(f'"{s}"' for s in sorted({CATALOGUE[n].section
                                                              for n in self.variants}))
-            return (f"diagnosis: the spec, but one that {named}, gives exactly these "
-                    f"results (SPEC.md, {sections})")
+            how = (f"within the {self.ulps} ulps the check allows" if self.ulps else
+                   "exactly")
+            also = (f", and the same values on {self.verified_on} inputs"
+                    if self.verified_on else "")
+            return (f"diagnosis: the spec, but one that {named}, gives {how} these "
+                    f"results{also} (SPEC.md, {sections})")
         if self.pairs:
             named = "; or ".join(" and ".join(_says(CATALOGUE[n]) for n in pair)
                                  for pair in self.pairs)
@@ -84,20 +104,20 @@ def run_variant(reading: Reading, semantics, buffers, *, build_only: bool = Fals
         return None
 
 
-def reproduces(variant: Outcome | None, got: Outcome) -> bool:
-    """Whether the variant's outcome is the implementation's, as the checks compare the
-    spec's with it, over the same slots. An acceptance the implementation was only asked
-    to build has no outputs, and neither has the variant's, built only."""
+def reproduces(variant: Outcome | None, got: Outcome, ulps: int = 0) -> bool:
+    """Whether the variant's outcome is the implementation's, as the check compared the
+    spec's with it (within `ulps`), over the same slots. An acceptance the implementation
+    was only asked to build has no outputs, and neither has the variant's, built only."""
     return variant is not None and set(variant.buffers) == set(got.buffers) and \
-        compare(variant, got) is None
+        compare(variant, got, ulps=ulps) is None
 
 
-def _explained(variant: Outcome | None, got: Outcome, wrong: frozenset) -> int:
+def _explained(variant: Outcome | None, got: Outcome, wrong: frozenset, ulps: int) -> int:
     """How many of the elements where the spec differs from the implementation (`wrong`)
     the variant gets right."""
     if variant is None or variant.status != "ok" or set(variant.buffers) != set(got.buffers):
         return 0
-    theirs = compare(variant, got)
+    theirs = compare(variant, got, ulps=ulps)
     if theirs is not None and theirs.kind == "missing":
         return 0
     return len(wrong - (theirs.differing if theirs is not None else frozenset()))
@@ -110,37 +130,76 @@ def _timed(diagnose, *args) -> Diagnosis:
     return diagnosis
 
 
-def diagnose_case(reading: Reading, buffers, want: Outcome, got: Outcome) -> Diagnosis:
-    """Which variants give `got` on this program, where the spec gives `want`."""
-    return _timed(_diagnose_case, reading, buffers, want, got)
+def diagnose_case(reading: Reading, buffers, want: Outcome, got: Outcome, *, ulps: int = 0,
+                  impl=None) -> Diagnosis:
+    """Which variants give `got` on this program, where the spec gives `want`, compared
+    within the `ulps` the check allowed. `impl`: the implementation, asked to run a program
+    it accepted where the spec rejects it (without it, no acceptance is named)."""
+    return _timed(_diagnose_case, reading, buffers, want, got, ulps, impl)
 
 
-def _diagnose_case(reading: Reading, buffers, want: Outcome, got: Outcome) -> Diagnosis:
+def _diagnose_case(reading: Reading, buffers, want: Outcome, got: Outcome, ulps: int,
+                   impl) -> Diagnosis:
     if got.status == "failure":
         return Diagnosis(reason="the implementation misbehaved: no variant of the spec does")
-    uses = reading.features
-    candidates = [v for v in CATALOGUE.values() if not v.tape and v.uses <= uses]
+    candidates = [v for v in CATALOGUE.values() if not v.tape and applies(v, reading.features)]
     build_only = got.status == "ok" and not got.buffers  # a check of rejections: built only
     outcomes = {v.name: run_variant(reading, v.semantics(), buffers, build_only=build_only)
                 for v in candidates}
-    found = [name for name, outcome in outcomes.items() if reproduces(outcome, got)]
-    diagnosis = Diagnosis(variants=found, tried=len(candidates))
-    spec = compare(want, got)
+    found = [name for name, outcome in outcomes.items() if reproduces(outcome, got, ulps)]
+    diagnosis = Diagnosis(variants=found, tried=len(candidates), ulps=ulps)
+    if found and want.status == "rejected" and got.status == "ok":
+        diagnosis.variants, diagnosis.verified_on, diagnosis.reason = _same_values(
+            reading, found, impl, ulps)
+        return diagnosis
+    spec = compare(want, got, ulps=ulps)
     if found or got.status != "ok" or want.status != "ok" or spec is None:
         return diagnosis
-    explained = {n: _explained(outcome, got, spec.differing) for n, outcome in outcomes.items()}
+    explained = {n: _explained(outcome, got, spec.differing, ulps)
+                 for n, outcome in outcomes.items()}
     helpful = sorted((n for n in explained if explained[n]),
                      key=lambda n: -explained[n])[:PAIR_CANDIDATES]
     for a, b in itertools.combinations(helpful, 2):
-        diagnosis.pairs_tried += 1
-        # Applied one after the other, in both orders: a variant that computes an op
-        # otherwise replaces it, so only the one applied last can wrap it (a flush).
-        for first, then in ((a, b), (b, a)):
+        # Applied one after the other, only in an order in which both are in effect: a
+        # variant that computes an op otherwise replaces what the other did to it, unless
+        # it wraps it (a flush).
+        orders = [(f, t) for f, t in ((a, b), (b, a)) if composable(CATALOGUE[f], CATALOGUE[t])]
+        if orders:
+            diagnosis.pairs_tried += 1
+        for first, then in orders:
             both = CATALOGUE[then].change(CATALOGUE[first].semantics())
-            if reproduces(run_variant(reading, both, buffers, build_only=build_only), got):
+            if reproduces(run_variant(reading, both, buffers, build_only=build_only), got,
+                          ulps):
                 diagnosis.pairs.append([a, b])
                 break
     return diagnosis
+
+
+def verification_inputs(slots) -> list[dict]:
+    """The initial contents an accepted program is run on to compare values (VERIFY_INPUTS),
+    every slot it declares filled."""
+    dtypes = {"f32": np.float32, "i32": np.int32, "bool": np.bool_}
+    return [{slot: np.full(shape, f if dtype == "f32" else i, dtypes[dtype])
+             for slot, (dtype, shape) in slots.items()} for f, i in VERIFY_INPUTS]
+
+
+def _same_values(reading: Reading, accepting: list[str], impl, ulps: int) \
+        -> tuple[list[str], int, str]:
+    """Of the variants that accept a program the spec rejects, as the implementation did,
+    those that also give the implementation's values on every one of the verification
+    inputs: (their names, inputs tried, why none could be checked)."""
+    if impl is None:
+        return [], 0, ("variants accept it as the implementation does, but the "
+                       "implementation was not asked to run it, so none is named")
+    inputs = verification_inputs(reading.slots)
+    kept = list(accepting)
+    for buffers in inputs:
+        theirs = impl.run_case(reading.source, buffers, reading.slots)
+        kept = [n for n in kept if reproduces(
+            run_variant(reading, CATALOGUE[n].semantics(), buffers), theirs, ulps)]
+        if not kept:
+            break
+    return kept, len(inputs), ""
 
 
 def diagnose_tape(tape, want: Outcome, got: Outcome) -> Diagnosis:

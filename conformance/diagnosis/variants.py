@@ -12,8 +12,11 @@ with a variant on a divergent case and names the variants that give exactly what
 gave. And each variant is a faulty implementation that the suite must kill
 (`gradient-conformance mutants`; `--impl=variant:NAME` runs the suite against one).
 
-`uses`: what a program must use (features_of's names, all of them) for the variant to change
-anything, so that diagnosis need not try it on a case without them.
+What a variant changes is read off the change itself (`parts`: the spec's Semantics and the
+variant's compared), and so is where it can matter (`applies`: a case using an op whose
+arithmetic, rule or fold it replaces) and whether two can be tried as a pair (`composable`:
+a change that replaces what another already replaced keeps only its own, unless it is
+written to wrap what it is given, `composes`).
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from gradient_conformance.reference.interp import (
     elementwise_table,
     reduced_rows,
 )
-from gradient_conformance.reference.ops import OPS, elementwise
+from gradient_conformance.reference.ops import OPS, REDUCE_OPS, elementwise, feature
 from gradient_conformance.reference.semantics import SPEC, Semantics, tape_left_fold
 
 
@@ -43,8 +46,11 @@ class Variant:
     says: str  # what it does instead, in the spec's words
     section: str  # the SPEC.md section it departs from
     change: Callable[[Semantics], Semantics]
-    uses: frozenset[str] = frozenset()
     tape: bool = False  # a variant of the tape exercise, not of programs
+    # Its change wraps what it is given (a flush around the domain's ops, a rejection rule
+    # taken out of those in force) rather than replacing it, so that applied after another
+    # variant that changed the same part, both are in effect.
+    composes: bool = False
 
     def semantics(self, base: Semantics = SPEC) -> Semantics:
         return self.change(base)
@@ -63,12 +69,16 @@ def _ops(name: str, **methods) -> Callable[[Semantics], Semantics]:
     """Compute some ops otherwise: a subclass of the semantics' domain with these methods
     (staticmethods of bit patterns, as ExactF32's), and these `overrides` (op, dtype) ->
     function and `arrays` (op -> function of the node and its operands' arrays) added to
-    any it has."""
+    any it has. `wraps`: method -> a function of the domain's own method giving the new one,
+    for a variant that changes some operands only and leaves the rest to whatever the
+    domain already does (so that it composes)."""
     overrides, arrays = methods.pop("overrides", {}), methods.pop("arrays", {})
+    wraps = methods.pop("wraps", {})
 
     def change(s: Semantics) -> Semantics:
         base = s.domain
         body: dict[str, object] = {k: staticmethod(f) for k, f in methods.items()}
+        body.update({k: staticmethod(w(getattr(base, k))) for k, w in wraps.items()})
         body["overrides"] = {**getattr(base, "overrides", {}), **overrides}
         body["arrays"] = {**getattr(base, "arrays", {}), **arrays}
         if "fold_row" in methods:
@@ -130,34 +140,28 @@ def _post_order(operands_of) -> Callable:
 
 WALK = [
     Variant("program-order", "sums a node's shares in the order their senders stand in the "
-            "program, not as they arrived", "The walk", _set(fold=_by_sender(False)),
-            frozenset({"gradient"})),
+            "program, not as they arrived", "The walk", _set(fold=_by_sender(False))),
     Variant("reversed-arrival", "sums a node's shares in the reverse of their arrival order",
-            "The walk", _set(fold=lambda e, shares, senders: gradient.left_fold(e, shares[::-1])),
-            frozenset({"gradient"})),
+            "The walk", _set(fold=lambda e, shares, senders: gradient.left_fold(e, shares[::-1]))),
     Variant("reversed-program-order", "sums a node's shares by sender, the last one in the "
-            "program first", "The walk", _set(fold=_by_sender(True)), frozenset({"gradient"})),
+            "program first", "The walk", _set(fold=_by_sender(True))),
     Variant("pairwise", "sums a node's shares pairwise, (s1 + s2) + (s3 + s4)", "The walk",
-            _set(fold=_pairwise), frozenset({"gradient"})),
+            _set(fold=_pairwise)),
     Variant("creation-order", "sums a node's shares in the order the share nodes were made "
             "(a tape's order)", "The walk", _set(fold=lambda e, shares, senders: gradient.
                                                  left_fold(e, sorted(shares,
-                                                                     key=lambda n: n.id))),
-            frozenset({"gradient"})),
+                                                                     key=lambda n: n.id)))),
     Variant("blocked-past-eight", "sums a node's shares left to right when fewer than 8, "
             "else in 8 running sums combined pairwise, as numpy sums 8 or more values",
-            "The walk", _set(fold=_blocked_fold), frozenset({"gradient"})),
+            "The walk", _set(fold=_blocked_fold)),
     Variant("fold-from-zero", "starts each sum of shares from 0.0", "The walk",
             _set(fold=lambda e, shares, senders: gradient.left_fold(e, [e.f32("0.0"),
-                                                                         *shares])),
-            frozenset({"gradient"})),
+                                                                         *shares]))),
     Variant("operands-right-to-left", "takes the post-order with operands right to left",
-            "The walk", _set(post_order=_post_order(lambda n: n.operands[::-1])),
-            frozenset({"gradient"})),
+            "The walk", _set(post_order=_post_order(lambda n: n.operands[::-1]))),
     Variant("not-through-detach", "takes the post-order without descending through detach",
             "The walk", _set(post_order=_post_order(
-                lambda n: () if n.op == "detach" else n.operands)),
-            frozenset({"gradient", "detach"})),
+                lambda n: () if n.op == "detach" else n.operands))),
 ]
 
 
@@ -194,18 +198,17 @@ def _where_folded(key: Callable) -> Callable:
 
 INTERNING = [
     Variant("no-hash-consing", "makes every statement a node of its own: equal nodes are not "
-            "one", "Hash consing", _set(key=lambda *fields: object()), frozenset({"gradient"})),
+            "one", "Hash consing", _set(key=lambda *fields: object())),
     Variant("scopes-merged", "merges the nodes of a range body with equal nodes outside it",
-            "Hash consing", _set(key=_scopes_merged), frozenset({"gradient", "range"})),
+            "Hash consing", _set(key=_scopes_merged)),
     Variant("signed-zero-literals-merged", "makes the literals 0.0 and -0.0 one node, the "
             "first one written", "Hash consing", _set(key=_signed_zero_literals_merged)),
     Variant("gradient-nodes-apart", "keeps the nodes a gradient builds apart from the "
             "program's equal nodes", "Hash consing",
-            _set(key=lambda *f: (*scoped_key(*f), f[-1])), frozenset({"gradient"})),
+            _set(key=lambda *f: (*scoped_key(*f), f[-1]))),
     Variant("where-literal-folded", "folds a where whose condition is a literal into the "
             "value it selects: the two are one node", "Hash consing",
-            lambda s: dataclasses.replace(s, key=_where_folded(s.key)),
-            frozenset({"gradient", "where"})),
+            lambda s: dataclasses.replace(s, key=_where_folded(s.key)), composes=True),
 ]
 
 
@@ -412,10 +415,9 @@ def _flows_bitcast_round_trip(flows):
     return flows_through
 
 
-def _rule_form(name, says, key, row, *, helpers=False, op=None):
+def _rule_form(name, says, key, row, *, helpers=False):
     change = _row(key, row)
-    return Variant(name, says, "The rules", _then(HELPERS, change) if helpers else change,
-                   frozenset({"gradient", op or key.split(".")[0]}))
+    return Variant(name, says, "The rules", _then(HELPERS, change) if helpers else change)
 
 
 RULE_FORMS = [
@@ -449,20 +451,18 @@ RULE_FORMS = [
     _rule_form("expand-axis-by-axis", "sums expand's share over each expanded axis in "
                "turn, the last first", "expand", _expand_axis_by_axis),
     Variant("same-operand-once", "passes one share, not two, to an operand a node uses "
-            "twice (mul a a)", "The rules", _each_rule(_once_per_operand),
-            frozenset({"gradient"})),
+            "twice (mul a a)", "The rules", _each_rule(_once_per_operand)),
     Variant("rules-flush-subnormals", "flushes every subnormal share a rule passes to zero "
             "(FTZ in the backward pass only)", "The rules",
-            _then(_each_rule(_flushed_share), FLUSH), frozenset({"gradient"})),
+            _then(_each_rule(_flushed_share), FLUSH), composes=True),
     Variant("detach-passes", "lets the gradient through detach", "The rules",
-            _then(_row("detach", _detach_passes), _set(flows=_flows_detach)),
-            frozenset({"gradient", "detach"})),
+            _then(_row("detach", _detach_passes), _set(flows=_flows_detach))),
     Variant("i32-cast-passes", "lets the gradient through a cast to i32 and back", "The rules",
-            _set(flows=_flows_i32_cast), frozenset({"gradient", "cast"})),
+            _set(flows=_flows_i32_cast)),
     Variant("bitcast-round-trip-passes", "lets the gradient through a bitcast to i32 and "
             "back", "The rules",
             lambda s: dataclasses.replace(s, flows=_flows_bitcast_round_trip(s.flows)),
-            frozenset({"gradient", "bitcast"})),
+            composes=True),
 ]
 
 
@@ -501,12 +501,12 @@ def _flushed_inputs():
     return _flushing("daz", F32_OPERANDS, inputs=True)
 
 
-def _max_first_on_zeros(a, b):
-    return a if (a | b) & 0x7FFFFFFF == 0 else exact.f32_max(a, b)
-
-
-def _max_second_on_zeros(a, b):
-    return b if (a | b) & 0x7FFFFFFF == 0 else exact.f32_max(a, b)
+def _max_on_zeros(first: bool):
+    """max, but of two zeros of either sign the first (or second) operand; any other pair
+    as the domain's own max gives it."""
+    def wrap(base):
+        return lambda a, b: (a if first else b) if (a | b) & 0x7FFFFFFF == 0 else base(a, b)
+    return wrap
 
 
 def _sum_in_binary64(values: list) -> int:
@@ -535,10 +535,9 @@ def _mul_rewriting_recip(node, args):
     return out
 
 
-def _max_ignoring_nan(a, b):
-    if exact.is_nan(a):
-        return b
-    return a if exact.is_nan(b) else exact.f32_max(a, b)
+def _max_ignoring_nan(base):
+    """max, but the other operand when one is NaN; any other pair as the domain's max."""
+    return lambda a, b: b if exact.is_nan(a) else a if exact.is_nan(b) else base(a, b)
 
 
 def _numpy_pairwise(values: list) -> int:
@@ -703,55 +702,50 @@ def _mod_divisor_sign(a, b):
 FORWARD = [
     Variant("flush-results", "flushes every subnormal f32 result of arithmetic (and max) to "
             "zero (FTZ)",
-            "Values and arithmetic", _flushed_results()),
+            "Values and arithmetic", _flushed_results(), composes=True),
     Variant("flush-inputs", "reads subnormal f32 operands as zero (DAZ)",
-            "Values and arithmetic", _flushed_inputs()),
+            "Values and arithmetic", _flushed_inputs(), composes=True),
     Variant("max-first-on-zeros", "gives max's first operand for max(-0.0, +0.0) and "
-            "max(+0.0, -0.0)", "Values and arithmetic", _ops("max0", max=_max_first_on_zeros),
-            frozenset({"max"})),
+            "max(+0.0, -0.0)", "Values and arithmetic",
+            _ops("max0", wraps={"max": _max_on_zeros(True)}), composes=True),
     Variant("max-second-on-zeros", "gives max's second operand for max(-0.0, +0.0) and "
             "max(+0.0, -0.0)", "Values and arithmetic",
-            _ops("max0b", max=_max_second_on_zeros), frozenset({"max"})),
+            _ops("max0b", wraps={"max": _max_on_zeros(False)}), composes=True),
     Variant("sums-in-binary64", "sums reduce op=add of f32 in binary64, rounding once at "
             "the end", "Values and arithmetic",
-            _ops("sum64", fold_row=_fold_add_rows(_sum_in_binary64)), frozenset({"reduce"})),
+            _ops("sum64", fold_row=_fold_add_rows(_sum_in_binary64))),
     Variant("recip-times-x-is-one", "rewrites recip(a) * a to 1.0 (an algebraic "
             "simplification)", "Values and arithmetic",
-            _ops("simplified", arrays={"mul": _mul_rewriting_recip}),
-            frozenset({"recip", "mul"})),
+            _ops("simplified", arrays={"mul": _mul_rewriting_recip})),
     Variant("max-ignores-nan", "gives max's other operand when one is NaN (fmax)",
-            "Values and arithmetic", _ops("fmax", max=_max_ignoring_nan), frozenset({"max"})),
+            "Values and arithmetic", _ops("fmax", wraps={"max": _max_ignoring_nan}),
+            composes=True),
     Variant("numpy-sum", "sums reduce op=add of f32 as numpy does (pairwise, from +0.0)",
-            "Values and arithmetic", _ops("npsum", fold_row=_fold_add_rows(numpy_sum_row)),
-            frozenset({"reduce"})),
+            "Values and arithmetic", _ops("npsum", fold_row=_fold_add_rows(numpy_sum_row))),
     Variant("pairwise-reduce", "sums reduce op=add of f32 as a tree of adjacent pairs",
-            "Values and arithmetic", _ops("tree", fold_row=_fold_add_rows(_tree_sum_row)),
-            frozenset({"reduce"})),
+            "Values and arithmetic", _ops("tree", fold_row=_fold_add_rows(_tree_sum_row))),
     Variant("add-zero-folded", "folds add a 0.0 to a (wrong at a = -0.0, where the sum is "
-            "+0.0)", "Values and arithmetic", _ops("add0", arrays={"add": _add_folding_zero}),
-            frozenset({"add"})),
+            "+0.0)", "Values and arithmetic", _ops("add0", arrays={"add": _add_folding_zero})),
     Variant("max-zero-relu", "computes max a 0.0 as relu, a > 0 ? a : 0.0 (0.0 for a NaN "
-            "a)", "Values and arithmetic", _ops("relu", arrays={"max": _max_zero_as_relu}),
-            frozenset({"max"})),
+            "a)", "Values and arithmetic", _ops("relu", arrays={"max": _max_zero_as_relu})),
     Variant("reduce-axis-by-axis", "reduces several axes one at a time, the last first, "
             "each step rounded", "Values and arithmetic",
-            _ops("axes", arrays={"reduce": _reduce_axis_by_axis}), frozenset({"reduce"})),
+            _ops("axes", arrays={"reduce": _reduce_axis_by_axis})),
     Variant("reduce-middle-axis-reshaped", "reads a reduce over a middle axis with a "
             "reshape's index map, not a transpose's", "Values and arithmetic",
             _ops("strides", arrays={"reduce": lambda node, args: _reduce_by(
-                node, args[0], _middle_axis_as_reshape)}), frozenset({"reduce"})),
+                node, args[0], _middle_axis_as_reshape)})),
     Variant("reduce-mul-axis-reversed", "folds each row of a reduce op=mul with axis= from "
             "its last element", "Values and arithmetic",
-            _ops("mulrev", arrays={"reduce": _reduce_mul_reversed}),
-            frozenset({"reduce_mul"})),
+            _ops("mulrev", arrays={"reduce": _reduce_mul_reversed})),
     Variant("transcendentals-in-binary64", "computes exp2, log2 and sin in binary64, then "
             "rounds to f32", "Values and arithmetic",
             _ops("f64", exp2=_in_binary64(np.exp2), log2=_in_binary64(np.log2),
                  sin=_in_binary64(np.sin))),
     Variant("idiv-floors", "rounds idiv down, not toward zero", "Values and arithmetic",
-            _ops("floor", overrides={("idiv", "i32"): _idiv_floor}), frozenset({"idiv"})),
+            _ops("floor", overrides={("idiv", "i32"): _idiv_floor})),
     Variant("mod-divisor-sign", "gives mod the sign of the divisor", "Values and arithmetic",
-            _ops("pymod", overrides={("mod", "i32"): _mod_divisor_sign}), frozenset({"mod"})),
+            _ops("pymod", overrides={("mod", "i32"): _mod_divisor_sign})),
     Variant("literals-through-binary64", "rounds a decimal literal to binary64 first, then "
             "to f32", "Text form", _set(literal=lambda text: exact.f32_from_text(text)
                                         if text in ("inf", "-inf", "nan") else
@@ -802,35 +796,33 @@ def _no_rule_anywhere(y, x, stored_values):
 REJECTIONS = [
     Variant(f"without-{rule}", says, "When gradient is rejected",
             (lambda r: lambda s: dataclasses.replace(s, rejections=s.rejections - {r}))(rule),
-            frozenset({"gradient"}))
+            composes=True)
     for rule, says in WITHOUT.items()
 ] + [
     Variant("reduce-mul-as-add", "differentiates reduce op=mul as if it were op=add",
-            "When gradient is rejected", _row("reduce.mul", rules.RULES["reduce.add"]),
-            frozenset({"gradient", "reduce_mul"})),
+            "When gradient is rejected", _row("reduce.mul", rules.RULES["reduce.add"])),
     Variant("memory-one-hop", "follows dependence through memory one store deep: x stored, "
             "loaded and stored again is not seen", "When gradient is rejected",
             lambda s: dataclasses.replace(s, depends_on=_one_hop(s.depends_on)),
-            frozenset({"gradient", "store"})),
+            composes=True),
     Variant("open-range-not-through-detach", "decides whether y or x depends on an open "
             "range without descending through detach", "When gradient is rejected",
-            _set(range_inputs=lambda n: () if n.op == "detach" else n.operands),
-            frozenset({"gradient", "range", "detach"})),
+            _set(range_inputs=lambda n: () if n.op == "detach" else n.operands)),
     Variant("rejects-independent-loss", "rejects a gradient whose loss does not depend on x",
             "When gradient is rejected",
             lambda s: dataclasses.replace(s, more_rejections=(*s.more_rejections,
                                                               _independent_loss)),
-            frozenset({"gradient"})),
+            composes=True),
     Variant("rejects-through-detach-or-cast", "rejects a gradient whose loss reaches x "
             "through a detach or a cast to i32 or bool", "When gradient is rejected",
             lambda s: dataclasses.replace(s, more_rejections=(*s.more_rejections,
                                                               _through_detach_or_cast)),
-            frozenset({"gradient"})),
+            composes=True),
     Variant("rejects-any-no-rule-node", "rejects a gradient whose loss's graph holds a node "
             "without a rule anywhere, on x's path or not", "When gradient is rejected",
             lambda s: dataclasses.replace(s, more_rejections=(*s.more_rejections,
                                                               _no_rule_anywhere)),
-            frozenset({"gradient"})),
+            composes=True),
 ]
 
 
@@ -884,11 +876,11 @@ def _single_spaces(source: str) -> str:
 TEXT = [
     Variant("attributes-by-position", "reads a statement's attribute values in the "
             "printer's order of keys, whatever keys they were written with", "Text form",
-            _reads(_attributes_by_position)),
+            _reads(_attributes_by_position), composes=True),
     Variant("lowercase-exponent-only", "reads only a lowercase e as an exponent (1E-3 is no "
-            "literal)", "Text form", _reads(_lowercase_exponent_only)),
+            "literal)", "Text form", _reads(_lowercase_exponent_only), composes=True),
     Variant("single-spaces", "splits a line at every space, so that two spaces make an empty "
-            "token", "Text form", _reads(_single_spaces)),
+            "token", "Text form", _reads(_single_spaces), composes=True),
 ]
 
 
@@ -936,6 +928,98 @@ TAPES = [
 CATALOGUE: dict[str, Variant] = {v.name: v for v in
                                  WALK + INTERNING + RULE_FORMS + FORWARD + REJECTIONS + TEXT +
                                  TAPES}
+
+
+def parts(variant: Variant) -> frozenset[str]:
+    """What the variant replaces in the spec, read off its change: the fields of the
+    Semantics it gives otherwise, and within them the rows of the rules (`rules.max`) and
+    what of the f32 domain (`domain.max`, `domain.overrides.idiv`, `domain.arrays.reduce`,
+    `domain.fold_row`)."""
+    changed = variant.semantics()
+    found: set[str] = set()
+    for f in dataclasses.fields(Semantics):
+        spec, theirs = getattr(SPEC, f.name), getattr(changed, f.name)
+        if spec is theirs or (f.name == "rejections" and spec == theirs):
+            continue
+        if f.name == "rules":
+            found |= {f"rules.{k}" for k in set(spec) | set(theirs)
+                      if spec.get(k) is not theirs.get(k)}
+        elif f.name == "domain":
+            found |= _domain_parts(spec, theirs)
+        else:
+            found.add(f.name)
+    return frozenset(found)
+
+
+def _domain_parts(spec, theirs) -> set[str]:
+    found = set()
+    for cls in type(theirs).__mro__:
+        if isinstance(spec, cls):
+            break
+        found |= {f"domain.{k}" for k in vars(cls) if not k.startswith("_") and
+                  k not in ("overrides", "arrays")}
+    for table in ("overrides", "arrays"):
+        mine, yours = getattr(spec, table, {}), getattr(theirs, table, {})
+        found |= {f"domain.{table}.{k[0] if isinstance(k, tuple) else k}"
+                  for k in set(mine) | set(yours) if mine.get(k) is not yours.get(k)}
+    return found
+
+
+# Where each of the f32 domain's conversions is used (the others are ops' own methods).
+CONVERSIONS = {"to_i32": "cast", "from_i32": "cast", "to_bool": "cast", "from_bool": "cast",
+               "to_bits": "bitcast", "from_bits": "bitcast", "constant": "detach"}
+GRADIENT_PARTS = frozenset({"post_order", "fold", "flows", "depends_on", "range_inputs",
+                            "rejections", "more_rejections"})
+
+
+def _needs(part: str) -> tuple[frozenset[str], ...] | None:
+    """What a case must use for `part` to change its outcome: each set one of whose features
+    it must use (all of the sets); () for any case; None when the part changes nothing
+    alone (a helper op that only the variant's own rules build)."""
+    field_name, _, rest = part.partition(".")
+    if field_name in GRADIENT_PARTS:
+        return (frozenset({"gradient"}),)
+    if field_name == "rules":
+        op, _, reduce_op = rest.partition(".")
+        if op not in OPS:
+            return None
+        return (frozenset({"gradient"}), frozenset({feature(op, reduce_op or None)}))
+    if field_name != "domain":
+        return ()  # the text, literals, hash consing: any case
+    table, _, name = rest.partition(".")
+    if table == "fold_row":
+        return (frozenset({"reduce", "reduce_mul"}),)
+    if table in ("overrides", "arrays"):
+        if name not in OPS:
+            return None
+        return (frozenset({name, "reduce_mul"} if name == "reduce" else {name}),)
+    method = table
+    if method in CONVERSIONS:
+        return (frozenset({CONVERSIONS[method]}),)
+    ops = {op.name for op in OPS.values() if op.computed("f32") == method}
+    ops |= {feature("reduce", r) for r in REDUCE_OPS if OPS[r].computed("f32") == method}
+    return (frozenset(ops),) if ops else ()
+
+
+def applies(variant: Variant, features: frozenset[str]) -> bool:
+    """Whether the variant can change the outcome of a case that uses `features`: some part
+    it replaces is one the case uses (the arithmetic of one of its ops, reduces included;
+    the rule of one, in a gradient; the walk, in a gradient; the text, anywhere)."""
+    for part in parts(variant):
+        needs = _needs(part)
+        if needs is not None and all(need & features for need in needs):
+            return True
+    return False
+
+
+def composable(first: Variant, then: Variant) -> bool:
+    """Whether `then` applied over `first` is both in effect: they replace different parts
+    (a helper op both add, which no case uses, apart), or `then` wraps what it is given."""
+    def matters(v: Variant) -> set[str]:
+        return {p for p in parts(v) if _needs(p) is not None}
+    return then.composes or not matters(first) & matters(then)
+
+
 # Variants that no program can tell from the spec, and why (each proven, not presumed).
 EQUIVALENT: dict[str, str] = {}
 
