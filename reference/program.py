@@ -85,3 +85,42 @@ def walk(statements: list) -> Iterator:
         yield s
         if isinstance(s, Loop):
             stack.append(iter(s.body))
+
+
+def stores(program: Program) -> list[Store]:
+    """Every store of the program, those in range bodies included, in program order."""
+    return [s for s in walk(program.statements) if isinstance(s, Store)]
+
+
+def cone(program: Program, slot: int | None) -> tuple[set, list[Store]]:
+    """(the nodes the final value of `slot` depends on, the stores they reach): through
+    operands, loads (every store into the loaded buffer) and calls (the instance of the
+    body called). From every store when `slot` is None."""
+    every = stores(program)
+    into: dict = {}
+    for s in every:
+        into.setdefault(s.buffer, []).append(s)
+    reached: list[Store] = []  # in the order reached; a Store hashes by identity
+    taken: set = set()
+    seen: set = set()
+    nodes: list = []
+
+    def take(found) -> None:
+        for s in found:
+            if s not in taken:
+                taken.add(s)
+                reached.append(s)
+                nodes.extend(n for n in (s.value, s.index) if n is not None)
+
+    take(every if slot is None else into.get(program.buffers.get(slot), []))
+    while nodes:
+        node = nodes.pop()
+        if node in seen:
+            continue
+        seen.add(node)
+        nodes.extend(node.operands)
+        if node.op == "load":
+            take(into.get(node.operands[0], []))
+        elif node.op == "call" and node in program.calls:
+            nodes.append(program.calls[node].result)
+    return seen, reached

@@ -10,14 +10,19 @@ implementation more questions through the same protocol, on the same inputs:
 - **Gradients.** When that place is a `gradient` statement whose loss and x agree, the
   program again with `gradient y u` stored for the nodes u of its walk that have names. The
   first node of the walk whose adjoint differs while every node that sends it a share agrees
-  names the share that went wrong (one sender) or the fold of its shares (several).
+  is where it goes wrong: the share its one sender sends, or, with several, the fold of them
+  or any one share. A statement is named only when it is the one place left: one sender and
+  no other way in; or, of several places, the only one that a variant which reproduces every
+  output (diagnosis) changes. Otherwise the places are listed, as candidates.
 - **Hash consing.** A gradient against a node that, by hash consing, is a node an earlier
-  gradient's expansion built is said to be that, rather than a numeric error.
+  gradient's expansion built is said to be that, in the spec's terms, beside the rule forms
+  of that gradient (which decide which nodes it builds); the same variant test decides.
 - **Refusals.** An implementation that rejects a valid program, or fails to run it: the
   shortest prefix of the program (cut between top-level statements) that it refuses the
   same way, found by bisection, names the statement it starts to.
 
-Probes are bounded (MAX_PROBES slots a run, at most two runs of the implementation, or
+Values are compared as the check compared them (within the ulps it allowed). Probes are
+bounded (MAX_PROBES slots a run, at most two runs of the implementation, or
 for a refusal one build a halving of the program), honour
 the implementation's declared unsupported features, and never change a verdict: a probe
 program the implementation refuses, or that makes it give other results for the original
@@ -26,17 +31,29 @@ slots, ends the location with the reason.
 
 from __future__ import annotations
 
+import functools
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from gradient_conformance.conformance.diagnosis.variants import CATALOGUE, parts
 from gradient_conformance.conformance.outcome import Outcome, compare
 from gradient_conformance.conformance.running import Reading
 from gradient_conformance.reference import SPEC, exact
 from gradient_conformance.reference.errors import IRError
-from gradient_conformance.reference.gradient import post_order
-from gradient_conformance.reference.program import Define, Loop, Program, Store, walk
+from gradient_conformance.reference.gradient import post_order, reachable
+from gradient_conformance.reference.interp import EXACT, Interpreter, from_numpy
+from gradient_conformance.reference.program import (
+    Define,
+    Loop,
+    Program,
+    Store,
+    cone,
+    stores,
+    walk,
+)
+from gradient_conformance.reference.rules import rule_key
 
 MAX_PROBES = 48  # probe slots in one run of the implementation
 
@@ -46,7 +63,8 @@ class Location:
     """`line`: the statement located (0 when not located); `kind`: what departs there (a
     value, a share, a fold, a blocked edge, hash consing, a rejection; for tapes, a share or
     a sum); `op`: the statement's op; `says`: where and what, in one sentence; `reason`:
-    why nothing was located; `probes` and `runs`: what it cost."""
+    why nothing was located; `candidates`: the lines of the places the probes could not
+    tell apart (`says` lists them); `probes` and `runs`: what it cost."""
 
     line: int = 0
     says: str = ""
@@ -56,10 +74,13 @@ class Location:
     probes: int = 0
     runs: int = 0
     seconds: float = 0.0  # what finding it cost
+    candidates: list[int] = field(default_factory=list)
 
     def text(self) -> str:
         """The location in one line, as the terminal shows it."""
         if self.line:
+            return f"location: {self.says}"
+        if self.candidates:
             return f"location: {self.says}"
         return f"location: none ({self.reason})"
 
@@ -68,8 +89,10 @@ class Location:
 
 
 def locate(impl, reading: Reading, buffers, want: Outcome, got: Outcome, *,
-           rule: str | None = None) -> Location:
-    """Where `got` departs from `want` on this program, asking `impl` what it must."""
+           rule: str | None = None, ulps: int = 0, variants=()) -> Location:
+    """Where `got` departs from `want` on this program, asking `impl` what it must; values
+    compared within `ulps`, as the check compared them. `variants`: the names of those
+    that reproduce every output (diagnosis), which may decide between candidates."""
     if got.status == "failure":
         return Location(reason="the implementation misbehaved (a crash, a timeout or junk): "
                         "there is no value to probe")
@@ -91,12 +114,42 @@ def locate(impl, reading: Reading, buffers, want: Outcome, got: Outcome, *,
         program = reading.program()
     except IRError:
         return Location(reason="the program does not build")
-    difference = compare(want, got)
+    difference = compare(want, got, ulps=ulps)
     if difference is None or not difference.elements:
-        return Location(reason="the outputs agree bit for bit (the check compared them "
-                        "otherwise)")
-    return _Probe(impl, reading, program, buffers, want, got).forward(
-        difference.elements[0].slot)
+        return Location(reason="the outputs agree as the check compares them (the check "
+                        "found the difference otherwise)")
+    probe = _Probe(impl, reading, program, buffers, want, got)
+    probe.ulps, probe.deciding = ulps, changes(variants)
+    probe.variants = list(variants)
+    return probe.forward(difference.elements[0].slot)
+
+
+def changes(variants) -> set[str]:
+    """What the named variants change, in the terms of the places location tells apart:
+    `fold` (the sum of shares, or the walk's order that decides it), `rule:KEY` (a row of
+    the rules), `blocked` (which edges a gradient flows along), `hash-consing`, `leaf`,
+    `share` (a tape's operands), `forward` (arithmetic, the text)."""
+    found = set()
+    for name in variants:
+        for part in parts(CATALOGUE[name]):
+            head, _, rest = part.partition(".")
+            if head in ("fold", "post_order", "tape_fold"):
+                found.add("fold")
+            elif head == "rules":
+                found.add(f"rule:{rest}")
+                if rest in ("detach", "cast", "bitcast"):
+                    found.add("blocked")
+            elif head == "flows":
+                found.add("blocked")
+            elif head == "key":
+                found.add("hash-consing")
+            elif head == "tape_leaf":
+                found.add("leaf")
+            elif head == "tape_operands":
+                found.add("share")
+            else:
+                found.add("forward")
+    return found
 
 
 class _Probe:
@@ -118,11 +171,25 @@ class _Probe:
             self.restated.setdefault(d.node, []).append(d)
         self.runs = self.probes = 0
         self.started = time.monotonic()
+        self.ulps = 0
+        self.deciding: set[str] = set()
+        self.variants: list[str] = []
 
     def done(self, line: int = 0, says: str = "", reason: str = "", kind: str = "") -> Location:
         op = next((st.op for st in self.reading.statements or [] if st.line == line), "")
         return Location(line, says, reason, kind, op, self.probes, self.runs,
                         time.monotonic() - self.started)
+
+    def among(self, places: list[tuple], where: str) -> Location:
+        """One of several places (line, kind, what departs there, what a variant changes to
+        depart there): named if it is the only one, or the only one that the variants which
+        reproduce every output change; else listed as candidates (those the variants change,
+        when they narrow them). `where`: the measured difference they share, said once."""
+        location, kind = _among(places, where, self.deciding, self.variants,
+                                lambda line: f"line {line}, `{_text(self.reading, line)}`")
+        found = self.done(location.line, location.says, location.reason, kind)
+        found.candidates = location.candidates
+        return found
 
     def refusal(self) -> Location:
         """Where an implementation that refuses a valid program (a rejection, a run-time
@@ -236,12 +303,7 @@ class _Probe:
         made = _made_by_gradient(self.program, x)
         if made is not None and x_define is not None and made.line not in (x_define.line,
                                                                            d.line):
-            return self.done(d.line, (
-                f"line {d.line}, `{_text(self.reading, d.line)}`: {x_define.name} (line "
-                f"{x_define.line}) is, by hash consing, the node the gradient on line "
-                f"{made.line} built, so this gradient is taken against that node (SPEC.md, "
-                f"\"Hash consing\"); {_values(difference)}, as if they were kept apart"),
-                kind="hash-consing")
+            return self._hash_consed_x(d, x_define, made, difference)
         walked = [v.node for v in d.expansion.visits if v.node in self.names
                   and v.node is not y and v.node is not x]
         walked = self._valid(y_define, walked)[:MAX_PROBES] if y_define else []
@@ -262,52 +324,123 @@ class _Probe:
                 continue
             if adjoint is None:
                 continue
-            senders = [s for s in v.senders if s is not None]
-            same = self.restated.get(v.node, [])
-            if len(same) > 1:
-                named = " and ".join(f"{n.name} (line {n.line})" for n in same)
-                return self.done(same[0].line, (
-                    f"line {same[0].line}, `{_text(self.reading, same[0].line)}`: by hash "
-                    f"consing, {named} are one node (SPEC.md, \"Hash consing\"), whose "
-                    f"adjoint in the gradient on line {d.line} sums the shares of every use "
-                    f"of either: {_values(adjoint)}, as an implementation that kept them apart "
-                    "would give"),
-                    kind="hash-consing")
-            blocked = _blocked(d.expansion, v.node)
-            if blocked:
-                return self._blocked_edge(d, blocked[0], shown, adjoint, senders)
-            if len(senders) <= 1:
-                line = senders[0].line if senders else y.line
-                return self.done(line, (
-                    f"line {line}, `{_text(self.reading, line)}`: the share it sends to "
-                    f"{shown} in the gradient on line {d.line}; the adjoint of {shown}: "
-                    f"{_values(adjoint)}, every adjoint before it agreeing"), kind="share")
-            named = ", ".join(self.names[s].name if s in self.names else "?" for s in senders)
-            return self.done(v.node.line, (
-                f"line {v.node.line}, `{_text(self.reading, v.node.line)}`: the fold of the "
-                f"{len(senders)} shares {shown} receives (from {named}) in the gradient on line "
-                f"{d.line}: {_values(adjoint)}, every sender's adjoint agreeing"), kind="fold")
+            return self.among(self._places(d, v, shown, adjoint), (
+                f"in the gradient on line {d.line}, the adjoint of {shown}: "
+                f"{_values(adjoint)}, every adjoint before it agreeing"))
         blocked = _blocked(d.expansion)
         if blocked:
             shown = x_define.name if x_define else "x"
-            return self._blocked_edge(d, blocked[0], shown, difference, [])
+            return self.among([self._blocked_place(d, edge, shown) for edge in blocked[:1]],
+                              f"the adjoint of {shown}: {_values(difference)}")
         return self.done(reason=f"the gradient on line {d.line} differs, but no adjoint "
                          "probed locates it")
 
-    def _blocked_edge(self, d: Define, edge, shown: str, adjoint, senders) -> Location:
+    def _places(self, d: Define, v, shown: str, adjoint) -> list[tuple]:
+        """Every place that could make the first differing adjoint (of `v`, shown as
+        `shown`; `adjoint` its difference) differ while its senders' agree: the share each
+        sender sends, the fold of several (or of one, started from 0.0, where the spec's
+        -0.0 came back +0.0), an edge the spec lets no gradient through, hash consing that
+        makes two statements one node in the spec, and hash consing that could make `v` one
+        node with another of equal value in the implementation (and so send it their
+        shares)."""
+        senders = list(dict.fromkeys(s for s in v.senders if s is not None))
+        places = []
+        twins = self._twins(d, v.node)
+        if twins:
+            named = ", ".join(twins)
+            places.append((v.node.line, "hash-consing", (
+                f"folding: an implementation that makes {shown} one node with {named} (one "
+                "uses the other, their values are equal here, and the spec keeps them apart) "
+                "sends it their shares too"),
+                "hash-consing"))
+        first = adjoint.elements[0]
+        if len(senders) == 1 and (first.expected_bits, first.actual_bits) == ("0x80000000",
+                                                                             "0x00000000"):
+            places.append((v.node.line, "fold", f"the sum of the one share {shown} receives, "
+                           "started from 0.0 (which makes -0.0 +0.0)", "fold"))
+        same = self.restated.get(v.node, [])
+        if len(same) > 1:
+            named = " and ".join(f"{n.name} (line {n.line})" for n in same)
+            places.append((same[0].line, "hash-consing", (
+                f"by hash consing, {named} are one node (SPEC.md, \"Hash consing\"), whose "
+                "adjoint sums the shares of every use of either, where an implementation that "
+                "kept them apart would not"), "hash-consing"))
+        if len(senders) > 1:
+            named = ", ".join(self.names[s].name if s in self.names else f"line {s.line}"
+                              for s in senders)
+            places.append((v.node.line, "fold", f"the fold of the {len(senders)} shares "
+                           f"{shown} receives (from {named})", "fold"))
+        for s in senders:
+            places.append((s.line or d.expansion.y.line, "share",
+                           f"the share it sends to {shown} (the rule of {rule_key(s)})",
+                           f"rule:{rule_key(s)}"))
+        places += [self._blocked_place(d, edge, shown) for edge in _blocked(d.expansion,
+                                                                            v.node)[:1]]
+        return places
+
+    def _twins(self, d: Define, node) -> list[str]:
+        """The names of the other named nodes, before the gradient `d`, that `node` depends on
+        or that depend on it, with its dtype, shape and value in the spec's run: what an
+        implementation's folding (`where true a b` to a, `x + 0.0` to x) could make one
+        node with it without changing any value."""
+        values = self.values
+        mine = values.get(node)
+        if mine is None:
+            return []
+        below = reachable(node)
+        found = []
+        for other, define in self.names.items():
+            if other is node or define.line > d.line or other.dtype != node.dtype:
+                continue
+            if other not in below and node not in reachable(other):
+                continue
+            theirs = values.get(other)
+            if theirs is not None and theirs.shape == mine.shape and \
+                    all(a == b for a, b in zip(theirs.flat, mine.flat, strict=True)):
+                found.append(self.names[other].name)
+        return found
+
+    @functools.cached_property
+    def values(self) -> dict:
+        """Every top-level node's value in the spec's run (bits), or none if it cannot be
+        had."""
+        try:
+            memory = {slot: from_numpy(array, self.built.buffers[slot].dtype, EXACT)
+                      for slot, array in self.buffers.items() if slot in self.built.buffers}
+            return Interpreter(self.built).evaluate(memory)[1]
+        except Exception:  # noqa: BLE001 - without values, no twin is offered
+            return {}
+
+    def _blocked_place(self, d: Define, edge, shown: str) -> tuple:
         """A node whose rule passes nothing to an operand on the way to x (a detach, a cast
-        to i32): an implementation that lets the gradient through departs there, unless a
-        share the spec does send is what differs (`senders`, said too)."""
+        to i32): an implementation that lets the gradient through departs there."""
         user, operand = edge
-        line = user.line
         towards = self.names[operand].name if operand in self.names else "its operand"
-        others = ", ".join(f"{self.names[s].name} (line {s.line})" if s in self.names else
-                           f"line {s.line}" for s in senders)
-        return self.done(line, (
-            f"line {line}, `{_text(self.reading, line)}`: the spec passes no share through it "
-            f"to {towards} in the gradient on line {d.line}; the adjoint of {shown}: "
-            f"{_values(adjoint)}, as if a share went through"
-            + (f" (or the share {others} sends differs)" if others else "")), kind="blocked")
+        return (user.line, "blocked", f"the spec passes no share through it to {towards} "
+                f"in the gradient on line {d.line}; {shown} differs as if a share went "
+                "through", "blocked")
+
+    def _hash_consed_x(self, d: Define, x_define: Define, made: Define, difference) \
+            -> Location:
+        """x is, by hash consing, a node the gradient `made` built: in the spec, which node
+        x is follows from that gradient's rule forms. An implementation departs here when
+        its hash consing keeps the two apart, or when its rule forms build other nodes (x
+        is then a node of its own)."""
+        fact = (f"{x_define.name} (line {x_define.line}) is, in the spec, by hash consing the "
+                f"node that the gradient on line {made.line} built, so the gradient on line "
+                f"{d.line} is taken against that node, and its adjoint sums the shares of its "
+                "uses inside that expansion too (SPEC.md, \"Hash consing\")")
+        forms = sorted({k.split(":", 1)[1] for k in self.deciding if k.startswith("rule:")})
+        places = [(made.line, "rule-form", (
+            "its rule forms decide which nodes it builds; with other forms "
+            f"{x_define.name} is a node of its own"), "rule-form" if forms else ""),
+            (x_define.line, "hash-consing", f"hash consing: an implementation that keeps "
+             f"{x_define.name} apart from that node", "hash-consing")]
+        where = f"{fact}; {_values(difference)}"
+        if forms:
+            self.deciding = self.deciding | {"rule-form"}
+            where += f" (the rule form of {', '.join(forms)} reproduces every output)"
+        return self.among(places, where)
 
     def _valid(self, y: Define, nodes: list) -> list:
         """The nodes u for which `gradient y u` is a program the spec accepts here: all of
@@ -361,7 +494,8 @@ class _Probe:
             return ("the implementation gave other results for the program's own slots once "
                     "probes were added")
         return {name: compare(Outcome("ok", {s: want.buffers[s]}),
-                              Outcome("ok", {s: got.buffers[s]})) for s, name in probes.items()}
+                              Outcome("ok", {s: got.buffers[s]}), ulps=self.ulps)
+                for s, name in probes.items()}
 
 
 def _top_level_units(statements) -> list[tuple[int, int]]:
@@ -378,45 +512,6 @@ def _top_level_units(statements) -> list[tuple[int, int]]:
         if depth == 0:
             units.append((start, s.line))
     return units
-
-
-def stores(program: Program) -> list[Store]:
-    """Every store of the program, those in range bodies included, in program order."""
-    return [s for s in walk(program.statements) if isinstance(s, Store)]
-
-
-def cone(program: Program, slot: int | None) -> tuple[set, list[Store]]:
-    """(the nodes the final value of `slot` depends on, the stores they reach): through
-    operands, loads (every store into the loaded buffer) and calls (the instance of the
-    body called). From every store when `slot` is None."""
-    every = stores(program)
-    into: dict = {}
-    for s in every:
-        into.setdefault(s.buffer, []).append(s)
-    reached: list[Store] = []  # in the order reached; a Store hashes by identity
-    taken: set = set()
-    seen: set = set()
-    nodes: list = []
-
-    def take(found) -> None:
-        for s in found:
-            if s not in taken:
-                taken.add(s)
-                reached.append(s)
-                nodes.extend(n for n in (s.value, s.index) if n is not None)
-
-    take(every if slot is None else into.get(program.buffers.get(slot), []))
-    while nodes:
-        node = nodes.pop()
-        if node in seen:
-            continue
-        seen.add(node)
-        nodes.extend(node.operands)
-        if node.op == "load":
-            take(into.get(node.operands[0], []))
-        elif node.op == "call" and node in program.calls:
-            nodes.append(program.calls[node].result)
-    return seen, reached
 
 
 def _blocked(expansion, towards=None) -> list[tuple]:
@@ -456,11 +551,14 @@ def _text(reading: Reading, line: int, limit: int = 100) -> str:
     return text if len(text) <= limit else f"{text[:limit - 3]}..."
 
 
-def locate_tape(tape, want: Outcome, got: Outcome) -> Location:
-    """Where a tape's derivatives depart: the last entry (the walk runs from the end) whose
-    derivative differs while every later entry's agrees. Every derivative is already known,
-    so nothing is probed. `line` is the entry's line as the report shows the tape (entry k
-    on line k + 1)."""
+def locate_tape(tape, want: Outcome, got: Outcome, variants=()) -> Location:
+    """Where a tape's derivatives depart: at the last entry (the walk runs from the end)
+    whose derivative differs while every later entry's agrees. Every derivative is already
+    known, so nothing is probed. The places that could make it differ: the share each user
+    sends it, the sum of several, and, for an input or a constant, what its derivative is
+    made of what it received; named when one is left (or one is what the `variants` that
+    reproduce every derivative change), else listed. `line` is an entry's line as the
+    report shows the tape (entry k on line k + 1)."""
     difference = compare(want, got)
     if got.status != "ok" or want.status != "ok" or difference is None or \
             not difference.differing:
@@ -470,16 +568,57 @@ def locate_tape(tape, want: Outcome, got: Outcome) -> Location:
     k = max(wrong)
     users = [m for m, entry in enumerate(tape) if m > k and isinstance(entry, list | tuple)
              and k in entry[1:]]
-    values = (f"spec {exact.f32_to_text(want.derivatives[k])} (0x{want.derivatives[k]:08x}), "
-              f"implementation {exact.f32_to_text(got.derivatives[k])} "
-              f"(0x{got.derivatives[k]:08x})")
-    if len(users) == 1:
-        m = users[0]
-        return Location(m + 1, f"entry {m}, {list(tape[m])!r}: the share it sends to entry "
-                        f"{k}; the derivative of entry {k}: {values}, every later derivative "
-                        "agreeing", kind="share", op=str(tape[m][0]))
-    return Location(k + 1, f"entry {k}, {list(tape[k])!r}: the sum of the "
-                    f"{len(users) or 'no'} shares it receives"
-                    + (f" (from entries {', '.join(map(str, users))})" if users else "")
-                    + f": {values}, every later derivative agreeing", kind="sum",
-                    op=str(tape[k][0]) if isinstance(tape[k], list | tuple) else "")
+    values = (f"the derivative of entry {k}: spec {exact.f32_to_text(want.derivatives[k])} "
+              f"(0x{want.derivatives[k]:08x}), implementation "
+              f"{exact.f32_to_text(got.derivatives[k])} (0x{got.derivatives[k]:08x}), every "
+              "later derivative agreeing")
+    kind = str(tape[k][0]) if isinstance(tape[k], list | tuple) and tape[k] else ""
+    places = [(m + 1, "share", f"the share it sends to entry {k}", "share") for m in users]
+    if len(users) > 1:
+        places.insert(0, (k + 1, "sum", "the sum of the "
+                          f"{len(users)} shares it receives (from entries "
+                          f"{', '.join(map(str, users))})", "fold"))
+    if kind in ("input", "const"):
+        places.append((k + 1, "leaf", "the derivative of "
+                       f"an {kind} entry, made of the {len(users) or 'no'} share"
+                       f"{'' if len(users) == 1 else 's'} it receives", "leaf"))
+    if not places:
+        return Location(reason=f"{values}, but entry {k} receives no share")
+    location, kind_ = _among(places, values, changes(variants), list(variants),
+                             lambda line: f"entry {line - 1}, {list(tape[line - 1])!r}")
+    location.kind = kind_
+    if location.line:
+        location.op = str(tape[location.line - 1][0])
+    return location
+
+
+def _among(places: list[tuple], where: str, deciding: set[str], variants: list[str],
+           shown) -> tuple[Location, str]:
+    """The location among `places` (see _Probe.among), and its kind; `shown(line)` names a
+    place's statement."""
+    if len(places) > 1 and deciding:
+        decided = [p for p in places if p[3] in deciding]
+        named = ", ".join(f"[{n}]" for n in variants)
+        if len(decided) == 1:
+            line, kind, what, _ = decided[0]
+            which = (f"the variant reproducing every output ({named}) changes"
+                     if len(variants) == 1 else
+                     f"the variants reproducing every output ({named}) change")
+            return Location(line, (
+                f"{shown(line)}: {what}; {where}. Of the {len(places)} places that could give "
+                f"it, this is the one that {which}")), kind
+        if decided:
+            places, why = decided, (f"each is what one of the variants reproducing every "
+                                    f"output ({named}) changes")
+        else:
+            why = "no variant that reproduces every output decides"
+    else:
+        why = "no variant that reproduces every output decides"
+    if len(places) == 1:
+        line, kind, what, _ = places[0]
+        return Location(line, f"{shown(line)}: {what}; {where}"), kind
+    listed = "; ".join(f"{shown(line)}: {what}" for line, _, what, _ in places)
+    return Location(says=(f"{where}; the probes cannot tell which of these {len(places)} "
+                          f"places departs ({why}): {listed}"),
+                    reason="the probes cannot tell which of several places departs",
+                    candidates=[line for line, *_ in places]), "candidates"
