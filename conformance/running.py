@@ -25,12 +25,14 @@ from hypothesis import assume
 
 from gradient_conformance import reference
 from gradient_conformance.conformance.outcome import Difference, Outcome, compare
-from gradient_conformance.reference import SPEC, Semantics, cases, conditions
+from gradient_conformance.reference import SPEC, Semantics, cases, conditions, exact
 from gradient_conformance.reference.builder import build_program
 from gradient_conformance.reference.cases import output_only_slots, poisoned
 from gradient_conformance.reference.errors import IndexOutOfRange, IRError
+from gradient_conformance.reference.interp import Interpreter, from_numpy
 from gradient_conformance.reference.ops import FEATURES, TRANSCENDENTAL, features_of_statements
-from gradient_conformance.reference.program import Program
+from gradient_conformance.reference.program import Define, Program, Store, cone
+from gradient_conformance.reference.realvalued import Real
 from gradient_conformance.reference.syntax import parse
 
 
@@ -135,7 +137,8 @@ def expected(source: str, buffers, semantics: Semantics = SPEC, *,
 class Finding:
     """A divergence as a check found it: what to say (`summary`), both outcomes and their
     difference, and the case: a program (`reading`, `buffers`) or a tape. `rule`: the
-    rejection rule a missed rejection broke."""
+    rejection rule a missed rejection broke. `ulps`: what the check allowed each f32
+    element, which whatever explains the finding must allow too, and no more."""
 
     summary: str
     want: Outcome
@@ -146,6 +149,7 @@ class Finding:
     buffers: dict = field(default_factory=dict)
     tape: object = None
     rule: str | None = None
+    ulps: int = 0
 
 
 class Diverged(AssertionError):
@@ -192,6 +196,11 @@ class Tally:
         self.ulps: dict[str, dict] = {}  # op -> the forward error figures of the ulp chart
         self.figures: dict[str, dict] = {}  # name -> figures to merge across checks
         self.last: Finding | None = None  # the last divergence raised
+        # A second look (plugin.py): the subjects of the divergences found already, passed
+        # over; how a finding's subject is read; and the other divergences found.
+        self.known: set = set()
+        self.subject = None
+        self.more: list[Finding] = []
         # The implementation's health in this check (transports/loading.py, Guarded).
         self.restarts_before = 0  # its restarts when the check began
         self.abandon = ""  # why the check stops calling it, once it must
@@ -234,7 +243,11 @@ class Tally:
 
     def diverged(self, finding: Finding) -> Diverged:
         """The failure to raise for `finding`, kept as the last one: a check that ends
-        otherwise (the implementation hung while it shrank) still has it described."""
+        otherwise (the implementation hung while it shrank) still has it described. On a
+        second look, a finding of a subject already found is passed over instead."""
+        if self.known and self.subject(finding) in self.known:
+            from hypothesis import reject
+            reject()
         self.last = finding
         return Diverged(finding)
 
@@ -255,9 +268,43 @@ def supported(impl, case, tally: Tally) -> None:
     tally.case(case.features)
 
 
-def exclusions(impl, *, transcendental: bool = False) -> frozenset[str]:
-    """What a strategy must not generate for this implementation."""
-    return frozenset(set(impl.unsupported()) | (TRANSCENDENTAL if transcendental else set()))
+def exclusions(impl, *, transcendental: bool = False, bits: bool = False) -> frozenset[str]:
+    """What a strategy must not generate for this implementation: what it does not
+    support; exp2, log2 and sin, for a check that compares them bit for bit where it
+    declares ulps (`transcendental`); gradients, for a check that compares bits (`bits`)
+    where it does not claim bit-exact gradients (their values are the derivative check's)."""
+    gradients = bits and not impl.capabilities.get("bit_exact_gradients", True)
+    return frozenset(set(impl.unsupported()) | (TRANSCENDENTAL if transcendental else set())
+                     | ({"gradient"} if gradients else set()))
+
+
+def made_by_gradients(reading: Reading) -> set[int]:
+    """The slots whose final values depend on a gradient statement (a gradient's value, or
+    anything computed from one), in a program the spec builds: what an implementation that
+    does not claim bit-exact gradients need not give bit for bit."""
+    program = reading.program()
+    made = {s.node for s in program.statements if getattr(s, "expansion", None) is not None}
+    return {slot for slot in program.buffers if cone(program, slot)[0] & made}
+
+
+def hash_consed_gradients(program: Program) -> list:
+    """The gradient statements taken against a node that, by hash consing, an earlier
+    gradient's expansion built (SPEC.md, "Hash consing"): which node their x is follows
+    from that gradient's rule forms, so their value is no calculus for an implementation
+    whose forms differ."""
+    found = []
+    for s in program.statements:
+        expansion = getattr(s, "expansion", None)
+        if expansion is None:
+            continue
+        for earlier in program.statements:
+            if earlier is s:
+                break
+            if getattr(earlier, "expansion", None) is not None and \
+                    expansion.x in earlier.created:
+                found.append(s)
+                break
+    return found
 
 
 def run_both(impl, source: str, buffers, statements=()) -> tuple[Reading, Outcome, Outcome]:
@@ -276,13 +323,33 @@ def verdict(tally: Tally, reading: Reading, buffers, want: Outcome, got: Outcome
     difference = compare(want, got, ulps=ulps)
     if difference is not None:
         raise tally.diverged(Finding(f"{context}{difference}", want, got, difference,
-                                     description, reading, buffers))
+                                     description, reading, buffers, ulps=ulps))
 
 
 def check_case(impl, tally: Tally, case, *, ulps: int = 0) -> None:
-    """A generated case on both; Diverged if they differ."""
+    """A generated case on both; Diverged if they differ (in what the implementation
+    claims: `claimed`)."""
     reading, want, got = run_both(impl, case.source, case.buffers, case.parsed)
+    want, got, _ = claimed(impl, reading, want, got)
     verdict(tally, reading, case.buffers, want, got, ulps=ulps, description=case.description)
+
+
+def claimed(impl, reading: Reading, want: Outcome, got: Outcome) \
+        -> tuple[Outcome, Outcome, list[int]]:
+    """Both outcomes cut to what the implementation claims: without the bit_exact_gradients
+    claim, the slots made from a gradient are left out (their values are the derivative
+    check's); the status is compared whatever is left. Also the slots left out."""
+    if impl.capabilities.get("bit_exact_gradients", True) or want.status != "ok":
+        return want, got, []
+    left_out = sorted(made_by_gradients(reading) & set(want.buffers))
+    if not left_out:
+        return want, got, []
+
+    def cut(outcome: Outcome) -> Outcome:
+        if outcome.status != "ok":
+            return outcome
+        return Outcome("ok", {s: a for s, a in outcome.buffers.items() if s not in left_out})
+    return cut(want), cut(got), left_out
 
 
 # The bound against the true derivative (test_derivative.py says why): K times the
@@ -312,6 +379,91 @@ def single_op_source(op: str, count: int) -> str:
     """`op` over `count` f32 values of slot 0, stored back: how one op is measured alone."""
     return (f"%a = buffer slot=0 dtype=f32 shape=[{count}]\n%x = load %a\n%y = {op} %x\n"
             "store %a %y\n")
+
+
+# --- the truth (test_derivative.py) ---------------------------------------------------------
+
+
+def truths(program: Program, buffers) -> tuple[dict[int, list], set[int]]:
+    """Every f32 slot's true final value, and which slots came from finite differences."""
+    domain = Real(DIGITS)
+
+    def run(arrays, pinned=None):
+        memory = {slot: from_numpy(array, program.buffers[slot].dtype, domain)
+                  for slot, array in arrays.items()}
+        return Interpreter(program, domain).evaluate(memory, pinned)
+
+    final, env = run(buffers)
+    values = {slot: list(final[slot].flat) for slot, node in program.buffers.items()
+              if node.dtype == "f32"}
+    pinned = {node: value for node, value in env.items() if node.op == "detach"}
+    differenced = set()
+    for slot, y, x in _gradients_of_inputs(program):
+        column = []
+        for i, xi in enumerate(buffers[x].ravel().astype(np.float64)):
+            h = domain.mp.mpf(STEP) * max(abs(domain.mp.mpf(float(xi))), 1e-3)
+            sides = []
+            for sign in (1, -1):
+                moved = {k: from_numpy(v, program.buffers[k].dtype, domain)
+                         for k, v in buffers.items()}
+                moved[x].flat[i] = moved[x].flat[i] + sign * h
+                _, moved_env = Interpreter(program, domain).evaluate(moved, pinned)
+                sides.append(moved_env[y].item())
+            column.append((sides[0] - sides[1]) / (2 * h))
+        values[slot] = column
+        differenced.add(slot)
+    return values, differenced
+
+
+def _gradients_of_inputs(program):
+    """(slot the gradient is stored in, loss node, input slot) for each top-level gradient
+    whose x is a load of a whole input buffer, before any store to it."""
+    found, stored = [], {}
+    for s in program.statements:
+        if isinstance(s, Store) and s.index is None:
+            stored.setdefault(s.value, s.buffer.attr("slot"))
+    for s in program.statements:
+        if isinstance(s, Define) and s.expansion is not None:
+            x = s.expansion.x
+            if x.op == "load" and len(x.operands) == 1 and x.tag == 0 and s.node in stored:
+                found.append((stored[s.node], s.expansion.y, x.operands[0].attr("slot")))
+    return found
+
+
+def near_the_truth(tally, reading, buffers, want, got, description: str = "") -> None:
+    """Raise Diverged unless every f32 output the implementation gave (`got`) is within the
+    bound of the truth, at this point; slots made from a gradient taken against a node
+    hash consing made another gradient's are left out (checks/test_derivative.py says
+    why)."""
+    program = reading.program()
+    values, differenced = truths(program, buffers)
+    structural = {d.node for d in hash_consed_gradients(program)}
+    left_out = {slot for slot in values if cone(program, slot)[0] & structural}
+    tally.measure("derivative", cases=1, differenced=len(differenced), bound_K=K, bound_C=C,
+                  left_out_hash_consed=len(left_out))
+    for slot, reals in values.items():
+        if slot in left_out:
+            continue
+        ref = want.buffers[slot].ravel().astype(np.float64)
+        mine = got.buffers[slot].ravel().astype(np.float64)
+        for k, real in enumerate(reals):
+            truth = float(real)
+            if not math.isfinite(truth) or not math.isfinite(ref[k]):
+                continue  # overflow or a pole: nothing to measure against
+            allowed = K * abs(ref[k] - truth) + C * ulp(truth)
+            # A NaN or an infinity where the truth is finite is as far off as can be.
+            error = abs(mine[k] - truth) if math.isfinite(mine[k]) else math.inf
+            tally.measure("derivative", outputs=1, over=int(error > allowed),
+                          max_used=min(error / allowed, 1e9))
+            if error > allowed:
+                ulps = exact.ulp_distance(exact.encode(float(np.float32(truth))),
+                                          exact.encode(float(np.float32(mine[k])))) \
+                    if math.isfinite(mine[k]) else "inf"
+                raise tally.diverged(Finding(
+                    f"slot {slot}[{k}]: the true value is {truth!r}, the reference gives "
+                    f"{float(ref[k])!r}; the implementation's {float(mine[k])!r} is off by "
+                    f"{error:.3g} ({ulps} ulps), allowed {allowed:.3g} (K = {K}, C = {C})",
+                    want, got, compare(want, got), description, reading, buffers))
 
 
 # --- values over every set of axes (test_forward.py, test_gradient_bits.py) ---------------

@@ -22,7 +22,7 @@ RANK = 1  # where the suite runs these checks (plugin.rank): cheaper, more telli
 
 @given(data=st.data())
 def test_exact_programs_bit_for_bit(impl, tally, data):
-    case = data.draw(exact_programs(exclude=running.exclusions(impl)))
+    case = data.draw(exact_programs(exclude=running.exclusions(impl, bits=True)))
     running.supported(impl, case, tally)
     running.check_case(impl, tally, case)
 
@@ -32,7 +32,7 @@ def test_programs_with_transcendentals(impl, tally, data):
     """Bit for bit for an implementation that claims correct rounding everywhere."""
     if any(impl.ulps(op) for op in TRANSCENDENTAL):
         pytest.skip("declares ulps for exp2/log2/sin: compared op by op instead")
-    case = data.draw(programs(exclude=running.exclusions(impl)))
+    case = data.draw(programs(exclude=running.exclusions(impl, bits=True)))
     running.supported(impl, case, tally)
     running.check_case(impl, tally, case)
 
