@@ -2,9 +2,10 @@
 
 `describe` turns a check's `Finding` (conformance/running.py) into the report's `Divergence`:
 the elements that differ, the lines to highlight, the reference's trace and expanded program,
-the diagnosis, the signature the fuzzer deduplicates on, and the text of the case file that
-replays it. It reads the program the check already read: the parse and the spec's build are
-the check's own, and the cone of the differing slot is walked over the built graph, whose
+the signature the fuzzer deduplicates on, and the text of the case file that replays it; the
+diagnosis and location are the explanation stage's (conformance/explain.py). It
+reads the program the check already read: the parse and the spec's build are the check's
+own, and the cone of the differing slot is walked over the built graph, whose
 nodes know their lines. `save` writes the case file wherever the store is kept.
 """
 
@@ -18,16 +19,13 @@ import sys
 
 import numpy as np
 
-from gradient_conformance.conformance.diagnosis.diagnose import diagnose_case, diagnose_tape
-from gradient_conformance.conformance.diagnosis.locate import Location, cone, locate, locate_tape
 from gradient_conformance.conformance.outcome import compare
 from gradient_conformance.conformance.running import Finding
-from gradient_conformance.conformance.transports.loading import Abandoned
 from gradient_conformance.reference import cases, exact
 from gradient_conformance.reference.errors import IRError
 from gradient_conformance.reference.ops import FEATURES, feature
 from gradient_conformance.reference.printer import format_expanded, format_trace
-from gradient_conformance.reference.program import Define, Program, walk
+from gradient_conformance.reference.program import Define, Program, cone, walk
 from gradient_conformance.reference.rules import rule_key
 from gradient_conformance.reference.tape import format_tape_case
 from gradient_conformance.reports.records import Divergence, visible
@@ -37,9 +35,9 @@ from gradient_conformance.reports.records import Divergence, visible
 STRUCTURE = frozenset({"buffer", "load", "store", "def", "end", "return", "range", "call"})
 
 
-def describe(check: str, test_id: str, finding: Finding, impl=None) -> Divergence:
-    """The divergence record of `finding`, found by `check` (the test `test_id`); with
-    `impl`, the implementation that diverged, located (its statement found by probes)."""
+def describe(check: str, test_id: str, finding: Finding) -> Divergence:
+    """The divergence record of `finding`, found by `check` (the test `test_id`), not yet
+    explained."""
     if finding.reading is None:
         return _describe_tape(check, test_id, finding)
     reading, want, got = finding.reading, finding.want, finding.got
@@ -64,8 +62,6 @@ def describe(check: str, test_id: str, finding: Finding, impl=None) -> Divergenc
         trace, expanded = format_trace(program), format_expanded(program)
         ops |= _rules_applied(program, lines & gradients)
     listed = sorted((ops & FEATURES) - STRUCTURE)
-    diagnosis = diagnose_case(reading, finding.buffers, want, got) if statements else None
-    location = _located(impl, finding) if statements else None
     case_text = cases.format_case(
         reading.source, inputs=finding.buffers, slots=reading.slots,
         outputs=want.buffers if want.status == "ok" else None,
@@ -82,11 +78,7 @@ def describe(check: str, test_id: str, finding: Finding, impl=None) -> Divergenc
         expected_message=want.message, actual_message=got.message,
         elements=elements, highlight=highlight, trace=trace, expanded=expanded,
         signature=(check, finding.rule or "+".join(listed), kind), statements=len(statements),
-        diagnosis=diagnosis.to_dict() if diagnosis else {},
-        diagnosis_line=diagnosis.line() if diagnosis else "", ops=listed,
-        location=location.to_dict() if location else {},
-        location_line=location.text() if location else "",
-        case_text=case_text, case_name=_case_name(check, case_text, ".ir"))
+        ops=listed, case_text=case_text, case_name=_case_name(check, case_text, ".ir"))
 
 
 def _describe_tape(check: str, test_id: str, finding: Finding) -> Divergence:
@@ -101,8 +93,6 @@ def _describe_tape(check: str, test_id: str, finding: Finding) -> Divergence:
     kinds = sorted({str(e[0]) for e in tape if isinstance(e, list | tuple) and e}) \
         if isinstance(tape, list) else []
     subject = want.message if want.status == "rejected" else "tape:" + "+".join(kinds)
-    diagnosis = diagnose_tape(tape, want, got)
-    location = locate_tape(tape, want, got) if isinstance(tape, list) else None
     case_text = format_tape_case(
         tape, derivatives=want.derivatives if want.status == "ok" else None,
         error=(want.message or "any") if want.status == "rejected" else None,
@@ -114,23 +104,15 @@ def _describe_tape(check: str, test_id: str, finding: Finding) -> Divergence:
         expected_message=want.message, actual_message=got.message, elements=elements,
         highlight=[elements[0].index + 1] if elements else [],
         signature=(check, subject, difference.kind if difference else "none"),
-        statements=len(lines), diagnosis=diagnosis.to_dict(),
-        diagnosis_line=diagnosis.line(), location=location.to_dict() if location else {},
-        location_line=location.text() if location else "", case_text=case_text,
+        statements=len(lines), case_text=case_text,
         case_name=_case_name(check, case_text, ".json"))
 
 
-def _located(impl, finding: Finding) -> Location:
-    """Where the implementation departs, asked of it; or why it could not be asked (the
-    implementation stopped answering in this check, or none was given)."""
-    if impl is None:
-        return Location(reason="no implementation to ask (a divergence described from its "
-                        "record alone)")
-    try:
-        return locate(impl, finding.reading, finding.buffers, finding.want, finding.got,
-                      rule=finding.rule)
-    except Abandoned as stopped:
-        return Location(reason=f"not probed: {stopped}")
+def subject(finding: Finding) -> tuple[str, str]:
+    """(what a finding is about, the kind of difference): its signature without the check,
+    by which a check tells a divergence it has found from another (plugin.py, a check's
+    second look)."""
+    return tuple(describe("", "", finding).signature[1:])  # type: ignore[return-value]
 
 
 def undescribed(check: str, test_id: str, text: str) -> Divergence:

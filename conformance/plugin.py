@@ -151,6 +151,7 @@ class Run:
         self.written: list[pathlib.Path] = []
         self.impl = None
         self.settings = None  # the checks' Hypothesis settings (check_settings)
+        self.explainer = None  # the explanation stage (explain.py), made at its first use
 
     def _cases_dir(self) -> pathlib.Path:
         option = self.config.getoption
@@ -198,8 +199,10 @@ class Run:
         if _worker_id(self.config) is not None or self.totals is None:
             return
         from gradient_conformance.conformance.divergence import write_atomically
+        from gradient_conformance.conformance.explain import prefer
         from gradient_conformance.reports.html import render
         from gradient_conformance.reports.records import to_json
+        prefer(self.totals.divergences)
         report = self.report()
         for option, text in (("--conformance-report", render),
                              ("--conformance-report-json", to_json)):
@@ -214,21 +217,26 @@ class Run:
             return
         from gradient_conformance.reports.terminal import figures_lines
         lines = figures_lines(self.totals.figures)
-        diagnosed = [d.diagnosis.get("seconds", 0.0) + d.location.get("seconds", 0.0)
-                     for d in self.totals.divergences if d.diagnosis or d.location]
-        if diagnosed:
+        explained = [d.diagnosis.get("seconds", 0.0) + d.location.get("seconds", 0.0)
+                     for d in self.totals.divergences if "tried" in d.diagnosis]
+        if explained:
             run = time.monotonic() - self.clock
             probes = sum(d.location.get("runs", 0) for d in self.totals.divergences)
-            lines.append(f"diagnosis and location: {len(diagnosed)} divergences re-run under "
-                         f"the catalogue's variants and probed ({probes} runs of the "
-                         f"implementation) in {sum(diagnosed):.1f} s, "
-                         f"{100 * sum(diagnosed) / run:.1f}% of the run's {run:.0f} s")
+            lines.append(f"explanation: {len(explained)} divergences re-run under the "
+                         f"catalogue's variants and probed ({probes} runs of the "
+                         f"implementation) in {sum(explained):.1f} s, "
+                         f"{100 * sum(explained) / run:.1f}% of the run's {run:.0f} s")
         if self.impl.restarts:
             lines.append(f"the implementation was started again {self.impl.restarts} times, "
                          "after crashes, timeouts or replies that broke the protocol")
         if lines:
             terminalreporter.section("conformance figures")
             for line in lines:
+                terminalreporter.write_line(line)
+        if self.totals.divergences:
+            from gradient_conformance.conformance.explain import verdict_lines
+            terminalreporter.section("conformance verdict")
+            for line in verdict_lines(self.totals.divergences):
                 terminalreporter.write_line(line)
         for path in self.written:
             terminalreporter.write_line(f"report written: {_shown(path, self.base)}")
@@ -573,16 +581,23 @@ def pytest_runtest_makereport(item, call):
                             call.excinfo, tally,
                             report.longreprtext)
             record["divergence"] = d
+            record["more"] = [_explained(run, item.stash[GUARDED_KEY], check,
+                                         stable_id(item), finding) for finding in tally.more]
     elif report.outcome != "passed":  # a skip or an error in setup, or an error in teardown
         record = {"check": check, "outcome": "skipped" if report.skipped else "failed"}
     if record is not None:
         if record.get("divergence") is not None:
             from gradient_conformance.reports.records import divergence_to_dict
             from gradient_conformance.reports.terminal import terminal_text
-            d = record["divergence"]
+            d, more = record["divergence"], record.pop("more", [])
             if d.source or d.elements:
-                report.longrepr = terminal_text(d)
+                report.longrepr = "\n\n".join(
+                    [terminal_text(d)] + [f"--- another divergence of this check, of another "
+                                          f"signature ({k} of {len(more)}) ---\n"
+                                          + terminal_text(m) for k, m in enumerate(more, 1)])
             record["divergence"] = divergence_to_dict(d)
+            if more:
+                record["more"] = [divergence_to_dict(m) for m in more]
         if report.skipped and isinstance(report.longrepr, tuple):
             record["skip"] = str(report.longrepr[2]).removeprefix("Skipped: ")
         report.user_properties.append((PROPERTY, json.dumps(record)))
@@ -624,15 +639,84 @@ def _divergence(run, guarded, check: str, test_id: str, excinfo, tally, text: st
     from gradient_conformance.conformance.transports.loading import Abandoned
     found = _diverged(excinfo.value, Diverged) if excinfo is not None else None
     if found is not None:
-        d = divergence.describe(check, test_id, found.finding, guarded)
-    elif excinfo is not None and excinfo.errisinstance(Abandoned) and tally.last is not None:
-        d = divergence.describe(check, test_id, tally.last, guarded)
+        return _explained(run, guarded, check, test_id, found.finding)
+    if excinfo is not None and excinfo.errisinstance(Abandoned) and tally.last is not None:
+        d = _explained(run, guarded, check, test_id, tally.last)
         d.description = "\n".join(filter(None, [d.description, f"({excinfo.value})"]))
-    else:
-        return divergence.undescribed(check, test_id, text)
+        return d
+    return divergence.undescribed(check, test_id, text)
+
+
+def _explained(run, guarded, check: str, test_id: str, finding):
+    """A finding described, explained (diagnosis, then location: its own stage) and saved
+    as a case file."""
+    from gradient_conformance.conformance import divergence
+    from gradient_conformance.conformance.explain import Explainer
+    d = divergence.describe(check, test_id, finding)
+    if run.explainer is None:
+        run.explainer = Explainer()
+    run.explainer.explain(d, finding, guarded)
     if run.cases_dir is not None:
         divergence.save(d, run.cases_dir, run.spec, run.base)
     return d
+
+
+MORE_LOOKS = 3  # a generated check's further looks for divergences of other signatures
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_pyfunc_call(pyfuncitem):
+    """A generated check that found a divergence looks again, for divergences of other
+    signatures, with what is left of its budget of cases: the divergences it has found are
+    passed over (as Hypothesis's reject), so that a second bug in the same check is found
+    and reported rather than hidden by the first (SPEC.md, "Diagnosis"). Each
+    is kept on the check's tally (`more`); the check fails with its first."""
+    run = pyfuncitem.config.stash.get(RUN_KEY, None)
+    if run is None or not is_check(pyfuncitem) or not is_generated(pyfuncitem):
+        return (yield)
+    try:
+        return (yield)
+    except BaseException as error:
+        from gradient_conformance.conformance.running import Diverged
+        first = _diverged(error, Diverged)
+        if first is not None:
+            _look_again(run, pyfuncitem, first.finding)
+        raise
+
+
+def _look_again(run, item, first) -> None:
+    import zlib
+
+    from hypothesis import seed, settings
+
+    from gradient_conformance.conformance import divergence
+    from gradient_conformance.conformance.running import Diverged
+    tally = item.stash[TALLY_KEY]
+    found = [first]
+    tally.subject = divergence.subject
+    for look in range(1, MORE_LOOKS + 1):
+        left = run.settings.max_examples - tally.cases
+        if left <= 0 or tally.abandon:
+            return
+        tally.known = {divergence.subject(f) for f in found}
+        tally.last = None  # counting cases again: these are new ones
+        again = seed(zlib.crc32(f"{stable_id(item)}/{look}".encode()))(
+            generated_with(item.obj, settings(run.settings, max_examples=left, database=None)))
+        arguments = {name: item.funcargs[name] for name in
+                     inspect.signature(again).parameters if name in item.funcargs}
+        try:
+            again(**arguments)
+        except Exception as error:  # noqa: BLE001 - anything else ends the looking
+            other = _diverged(error, Diverged)
+            if other is None:
+                return
+            found.append(other.finding)
+            tally.more.append(other.finding)
+        else:
+            return
+        finally:
+            tally.known = set()
+            tally.last = first
 
 
 def _shown(path: pathlib.Path, base: pathlib.Path) -> str:

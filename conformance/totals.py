@@ -3,7 +3,8 @@
 Each check that runs yields one record (a JSON dict, so that it can ride on a pytest report
 from an xdist worker, or come back from a fuzzing process): its name, its outcome, the cases
 it ran and their ops, the forward errors and figures it measured, and its divergence, if
-any. `Totals` adds records up, the same way for the suite (plugin.py) and for `fuzz`.
+any (with `more`: those of other signatures it found on a second look). `Totals` adds
+records up, the same way for the suite (plugin.py) and for `fuzz`.
 """
 
 from __future__ import annotations
@@ -30,8 +31,8 @@ class Totals:
         self.figures: dict[str, dict] = {}
         self.divergences: list[Divergence] = []
 
-    def take(self, record: dict) -> Divergence | None:
-        """Add one check's record; its divergence, if it has one."""
+    def take(self, record: dict) -> list[Divergence]:
+        """Add one check's record; its divergences (the first, then any more)."""
         check = record["check"]
         per_check = self.outcomes.setdefault(check, {})
         per_check[record["outcome"]] = per_check.get(record["outcome"], 0) + 1
@@ -49,12 +50,15 @@ class Totals:
         for name, values in record.get("figures", {}).items():
             self.figures[name] = merge_figures(self.figures.get(name, {}), values)
         if record.get("divergence") is None:
-            return None
-        d = divergence_from_dict(record["divergence"])
-        self.divergences.append(d)
-        for op in d.ops:
-            self.ops.setdefault(op, {}).setdefault(check, [0, 0])[1] += 1
-        return d
+            return []
+        more = record.get("more")
+        found = [divergence_from_dict(record["divergence"])] + [
+            divergence_from_dict(m) for m in (more if isinstance(more, list) else [])]
+        for d in found:
+            self.divergences.append(d)
+            for op in d.ops:
+                self.ops.setdefault(op, {}).setdefault(check, [0, 0])[1] += 1
+        return found
 
 
 def condition_counts(value) -> dict[str, int]:

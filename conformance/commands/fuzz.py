@@ -129,8 +129,7 @@ class Progress:
         elif kind == "failed":
             self.failures.append(f"{sender}: {body[0]}")
         elif kind == "record":
-            d = self.totals.take(body[0])
-            if d is not None:
+            for d in self.totals.take(body[0]):
                 self.found += 1
                 self._keep(d)
 

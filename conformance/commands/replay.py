@@ -53,14 +53,16 @@ def replay(impl, path: str, *, trace: bool = False, diagnose: bool = False) -> t
         lines.append("the reference's walk:")
         lines.append(format_trace(reading.program()).rstrip())
     if diagnose and not agrees:
-        from gradient_conformance.conformance.diagnosis.diagnose import diagnose_case
-        from gradient_conformance.conformance.diagnosis.locate import locate
-        lines.append(diagnose_case(reading, buffers, want, got).line())
+        from gradient_conformance.conformance.explain import explain_finding
+        from gradient_conformance.conformance.running import Finding
         if want.status == "ok" and got.status == "ok":
-            # Located against the reference's own outcome on every slot: the case file may
-            # expect some of them only.
+            # Explained against the reference's own outcome on every slot: the case file
+            # may expect some of them only.
             want = reading.outcome(buffers)
-        lines.append(locate(impl, reading, buffers, want, got).text())
+        diagnosis, location = explain_finding(Finding(
+            "", want, got, reading=reading, buffers=buffers,
+            rule=case.error if case.error != "any" else None), impl)
+        lines += [diagnosis.line(), location.text()]
     return agrees, "\n".join([*lines, _verdict(agrees)])
 
 
@@ -119,10 +121,10 @@ def replay_tape(impl, path: str, *, diagnose: bool = False) -> tuple[bool, str]:
                             else ""))
     agrees = difference is None
     if diagnose and not agrees:
-        from gradient_conformance.conformance.diagnosis.diagnose import diagnose_tape
-        from gradient_conformance.conformance.diagnosis.locate import locate_tape
-        lines.append(diagnose_tape(case["tape"], want, got).line())
-        lines.append(locate_tape(case["tape"], want, got).text())
+        from gradient_conformance.conformance.explain import explain_finding
+        from gradient_conformance.conformance.running import Finding
+        diagnosis, location = explain_finding(Finding("", want, got, tape=case["tape"]))
+        lines += [diagnosis.line(), location.text()]
     return agrees, "\n".join([*lines, _verdict(agrees)])
 
 

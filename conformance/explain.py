@@ -1,0 +1,171 @@
+"""Explaining divergences: a stage of its own, after the check and before the commands that
+print. SPEC.md, "Diagnosis".
+
+A check only records what it found (conformance/running.py, `Finding`), and `describe`
+(conformance/divergence.py) only builds the record. `Explainer.explain` then says what the
+implementation did: diagnosis first (which variants of the spec reproduce the outcome, under
+the check's own comparison), then location (the statement where it departs, probed through
+the implementation, with the diagnosis's variants to decide between places). A program and a
+tape are the two kinds of case: `explain_finding` takes either.
+
+Each distinct signature is explained once for each test that finds it: a fuzzing run that
+finds the same divergence of the same check again says where its explanation is rather than
+pay for it again. The stage has a time budget for the
+run (BUDGET seconds): once spent, a divergence is recorded without explanation, saying so.
+
+`across` is the run's verdict: for each variant, how many of the run's divergences it
+explains, the one that explains the most first; `prefer` puts that variant first in each
+divergence that names it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+
+from gradient_conformance.conformance.diagnosis.diagnose import (
+    Diagnosis,
+    diagnose_case,
+    diagnose_tape,
+)
+from gradient_conformance.conformance.diagnosis.locate import Location, locate, locate_tape
+from gradient_conformance.conformance.running import Finding
+from gradient_conformance.conformance.transports.loading import Abandoned
+
+BUDGET = 600.0  # seconds a run may spend explaining, in all
+
+
+def explain_finding(finding: Finding, impl=None) -> tuple[Diagnosis, Location]:
+    """The diagnosis and the location of one finding, a program's or a tape's; `impl` is
+    asked what location (and the diagnosis of an acceptance) must ask it."""
+    if finding.reading is None:
+        diagnosis = diagnose_tape(finding.tape, finding.want, finding.got)
+        location = locate_tape(finding.tape, finding.want, finding.got, diagnosis.variants) \
+            if isinstance(finding.tape, list) else Location(reason="the tape is not a list")
+        return diagnosis, location
+    if not finding.reading.statements:
+        reason = "the program does not parse: there is nothing to re-run or probe"
+        return Diagnosis(reason=reason), Location(reason=reason)
+    try:
+        diagnosis = diagnose_case(finding.reading, finding.buffers, finding.want, finding.got,
+                                  ulps=finding.ulps, impl=impl)
+    except Abandoned as stopped:
+        diagnosis = Diagnosis(reason=f"not verified: {stopped}")
+    if impl is None:
+        return diagnosis, Location(reason="no implementation to ask (a divergence described "
+                                   "from its record alone)")
+    try:
+        location = locate(impl, finding.reading, finding.buffers, finding.want, finding.got,
+                          rule=finding.rule, ulps=finding.ulps,
+                          variants=diagnosis.variants or sorted(
+                              {n for pair in diagnosis.pairs for n in pair}))
+    except Abandoned as stopped:
+        location = Location(reason=f"not probed: {stopped}")
+    return diagnosis, location
+
+
+class Explainer:
+    """The explanation stage of one run: what it explained (signature -> the test id that
+    was explained), and the time it has spent."""
+
+    def __init__(self, budget: float = BUDGET):
+        self.budget = budget
+        self.spent = 0.0
+        self.explained: dict[tuple, str] = {}  # (signature, test id) -> its first summary
+
+    def explain(self, d, finding: Finding, impl=None) -> None:
+        """Fill in `d`'s diagnosis and location (a reports.records.Divergence), or say why
+        they are not there."""
+        signature = (*d.signature, d.test_id)
+        if signature in self.explained:
+            self._without(d, f"not explained again: a divergence of the same signature, "
+                          f"found by {d.test_id} before ({self.explained[signature]}), "
+                          "was explained in this run")
+            return
+        if self.spent >= self.budget:
+            self._without(d, f"not explained: the run spent its {self.budget:.0f} s for "
+                          "explaining divergences")
+            return
+        started = time.monotonic()
+        diagnosis, location = explain_finding(finding, impl)
+        self.spent += time.monotonic() - started
+        self.explained[signature] = d.summary[:80]
+        d.diagnosis, d.diagnosis_line = diagnosis.to_dict(), diagnosis.line()
+        d.location, d.location_line = location.to_dict(), location.text()
+
+    @staticmethod
+    def _without(d, reason: str) -> None:
+        d.diagnosis, d.diagnosis_line = {"reason": reason}, f"diagnosis: none ({reason})"
+        d.location, d.location_line = {"reason": reason}, f"location: none ({reason})"
+
+
+def across(divergences) -> list[tuple[str, int]]:
+    """(variant, how many of the divergences it explains alone), most first, then by
+    name: the run's verdict (SPEC.md, "Diagnosis")."""
+    counts: Counter[str] = Counter()
+    for d in divergences:
+        for named in (d.diagnosis or {}).get("variants", []):
+            if isinstance(named, dict) and isinstance(named.get("name"), str):
+                counts[named["name"]] += 1
+    return sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+
+
+def prefer(divergences) -> None:
+    """Put first, in each divergence's diagnosis, the variant that explains the most of the
+    run's divergences (each named variant reproduces that divergence alone, so the order is
+    only which the reader sees first)."""
+    from gradient_conformance.conformance.diagnosis.variants import CATALOGUE
+    rank = {name: k for k, (name, _) in enumerate(across(divergences))}
+    for d in divergences:
+        kept = d.diagnosis or {}
+        named = kept.get("variants")
+        if not (isinstance(named, list) and len(named) > 1 and
+                all(isinstance(n, dict) and n.get("name") in CATALOGUE for n in named)):
+            continue
+        named.sort(key=lambda n: rank.get(n["name"], len(rank)))
+        ulps, verified = kept.get("ulps", 0), kept.get("verified_on", 0)
+        d.diagnosis_line = Diagnosis(
+            variants=[n["name"] for n in named],
+            ulps=ulps if type(ulps) is int else 0,
+            verified_on=verified if type(verified) is int else 0).line()
+
+
+def verdict_lines(divergences, shown: int = 3) -> list[str]:
+    """The run's verdict, for the end of the terminal output: the variants that explain the
+    most divergences (each with where those divergences were located), then how many no
+    variant explains."""
+    from gradient_conformance.conformance.diagnosis.variants import CATALOGUE
+    divergences = list(divergences)
+    total = len(divergences)
+    if not total:
+        return []
+    lines = []
+    for name, count in across(divergences)[:shown]:
+        says = CATALOGUE[name].says if name in CATALOGUE else ""
+        places: Counter[str] = Counter()
+        for d in divergences:
+            if any(isinstance(n, dict) and n.get("name") == name
+                   for n in (d.diagnosis or {}).get("variants", [])):
+                where = d.location or {}
+                if where.get("line"):
+                    places[f"{where.get('kind')} at `{where.get('op')}`"] += 1
+        located = "; ".join(f"{place} ({n})" for place, n in places.most_common(3))
+        lines.append(f"{name} explains {count} of {total} divergences: the spec, but one that "
+                     f"{says}" + (f"; located: {located}" if located else ""))
+    pairs: Counter[str] = Counter()
+    for d in divergences:
+        if not (d.diagnosis or {}).get("variants"):
+            for pair in (d.diagnosis or {}).get("pairs", [])[:1]:
+                names = [n.get("name") for n in pair if isinstance(n, dict)]
+                if len(names) == 2 and all(isinstance(n, str) for n in names):
+                    pairs[" and ".join(names)] += 1
+    for names, count in pairs.most_common(shown):
+        lines.append(f"{names} together explain {count} of {total} divergences that no "
+                     "variant explains alone")
+    unexplained = [d for d in divergences if not (d.diagnosis or {}).get("variants") and
+                   not (d.diagnosis or {}).get("pairs")]
+    if unexplained:
+        located = sum(1 for d in unexplained if (d.location or {}).get("line"))
+        lines.append(f"{len(unexplained)} of {total} divergences no known variant explains "
+                     f"alone or in a pair; {located} of them located at a statement")
+    return lines
