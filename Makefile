@@ -83,6 +83,7 @@ bench: $(TEST)
 	$(PY) -m benchmarks.protocol_cost
 	$(PY) -m benchmarks.cluster_rate
 	$(PY) -m benchmarks.shrink_sizes
+	$(PY) -m benchmarks.explain_cost
 
 lint: $(TEST)
 	$(VENV)/bin/ruff check .

@@ -54,6 +54,16 @@ def test_the_suite_modes_script_prints_its_ratios():
     assert lines[2].startswith("worker") and "passed" in lines[2]
 
 
+def test_the_explain_cost_script_prints_explanation_s_share_of_a_run():
+    run = subprocess.run([sys.executable, "-m", "benchmarks.explain_cost", "--impl",
+                          "variant:reversed-arrival", "--max-examples", "3"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stderr[-2000:]
+    lines = run.stdout.splitlines()
+    assert lines[1].startswith("variant:reversed-arrival") and " divergences " in lines[1]
+    assert "explained in" in lines[1] and lines[2].startswith("explanation's share of a run")
+
+
 def test_the_protocol_cost_script_prints_a_time_per_case_for_each_transport():
     """Then what a hang costs: each hanging implementation times out in each transport, and
     the case after it is answered."""

@@ -15,6 +15,7 @@ from gradient_conformance.conformance.diagnosis.diagnose import diagnose_case
 from gradient_conformance.conformance.diagnosis.variants import CATALOGUE, EQUIVALENT, numpy_sum_row
 from gradient_conformance.conformance.outcome import Outcome
 from gradient_conformance.conformance.running import Reading
+from gradient_conformance.conformance.transports.loading import load
 from gradient_conformance.reference import cases, exact
 from tests.conftest import CASES, ROOT, suite
 
@@ -89,12 +90,18 @@ def test_a_missed_rejection_is_diagnosed_by_the_rule_missing():
     source = (CASES / "examples" / "lesson_literal_x.ir").read_text()
     buffers = cases.initial_buffers(cases.parse_case(source), cases.buffer_slots(source))
     got = _run(CATALOGUE["without-x-literal"].semantics(), source, buffers)
-    named = diagnose_case(Reading(source), buffers, Outcome("rejected"), Outcome("ok", buffers=got))
-    assert named.variants == ["without-x-literal"]
-    # Where the implementation was only asked to build (a check of rejections), the
-    # variants are only built too: the acceptance is what is reproduced.
-    built = diagnose_case(Reading(source), {}, Outcome("rejected"), Outcome("ok"))
-    assert built.variants == ["without-x-literal"]
+    impl = load("variant:without-x-literal", in_process=True)
+    try:
+        named = diagnose_case(Reading(source), buffers, Outcome("rejected"),
+                              Outcome("ok", buffers=got), impl=impl)
+        assert named.variants == ["without-x-literal"]
+        # Where the implementation was only asked to build (a check of rejections), the
+        # variants are only built too, and then run beside it to compare values.
+        built = diagnose_case(Reading(source), {}, Outcome("rejected"), Outcome("ok"),
+                              impl=impl)
+        assert built.variants == ["without-x-literal"] and built.verified_on == 2
+    finally:
+        impl.close()
 
 
 def test_a_fault_outside_the_catalogue_gets_no_name(tmp_path):
@@ -109,7 +116,7 @@ def test_a_fault_outside_the_catalogue_gets_no_name(tmp_path):
         assert not d["diagnosis"]["pairs"], d["diagnosis_line"]
         assert "no known variant" in d["diagnosis_line"]
     assert "diagnosis: no known variant reproduces these results" in output
-    assert f"diagnosis and location: {len(divergences)} divergences re-run under the " \
+    assert f"explanation: {len(divergences)} divergences re-run under the " \
         "catalogue's variants and probed" in output
 
 
@@ -154,6 +161,7 @@ def test_a_divergence_parses_its_program_at_most_twice(monkeypatch):
     import sys
 
     from gradient_conformance.conformance.divergence import describe
+    from gradient_conformance.conformance.explain import Explainer
     from gradient_conformance.conformance.running import Finding
     from gradient_conformance.reference import syntax
     source, buffers = _case_file("gradient/op_form_recip.ir")
@@ -171,8 +179,9 @@ def test_a_divergence_parses_its_program_at_most_twice(monkeypatch):
     want = reading.outcome(buffers)
     off = {k: v.copy() for k, v in want.buffers.items()}
     off[1] = (off[1].view(np.uint32) ^ np.uint32(1)).view(np.float32)  # no variant does this
-    d = describe("check", "id", Finding("s", want, Outcome("ok", off), reading=reading,
-                                        buffers=buffers))
+    finding = Finding("s", want, Outcome("ok", off), reading=reading, buffers=buffers)
+    d = describe("check", "id", finding)
+    Explainer().explain(d, finding)
     assert d.diagnosis["tried"] > 20  # every variant that could matter was built and run
     assert d.trace and d.case_text and d.highlight
     # The issue allows two; the check's own reading is the only one.

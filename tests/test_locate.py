@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from gradient_conformance.conformance.diagnosis import locate as locating
+from gradient_conformance.conformance.diagnosis.diagnose import diagnose_case
 from gradient_conformance.conformance.diagnosis.locate import MAX_PROBES, locate, locate_tape
 from gradient_conformance.conformance.outcome import Outcome
 from gradient_conformance.conformance.running import Reading, case_file_buffers
@@ -16,7 +17,9 @@ from gradient_conformance.reference.tape import backprop_bits
 from tests.conftest import CASES
 
 
-def _located(spec: str, case_file: str, **kwargs):
+def _located(spec: str, case_file: str, *, guess: bool = True, **kwargs):
+    """Where `spec` departs on a case file, as the explanation stage locates it: with the
+    variants that diagnosis found to reproduce every output (none, without `guess`)."""
     impl = load(spec, in_process=True)
     try:
         case = cases.load_case(CASES / case_file)
@@ -24,6 +27,9 @@ def _located(spec: str, case_file: str, **kwargs):
         buffers = case_file_buffers(case, reading.slots)
         want = reading.outcome(buffers)
         got = impl.run_case(case.source, buffers, reading.slots)
+        if guess and "variants" not in kwargs:
+            kwargs["variants"] = diagnose_case(reading, buffers, want, got,
+                                               ulps=kwargs.get("ulps", 0)).variants
         return locate(impl, reading, buffers, want, got, **kwargs)
     finally:
         impl.close()
@@ -33,7 +39,6 @@ def _located(spec: str, case_file: str, **kwargs):
     ("recip-form", "gradient/op_form_recip.ir", "share", 8, "recip"),
     ("reversed-arrival", "gradient/arrival_not_reversed.ir", "fold", 11, "load"),
     ("detach-passes", "examples/lesson_detach.ir", "blocked", 7, "detach"),
-    ("no-hash-consing", "gradient/hash_consing_shares.ir", "hash-consing", 8, "mul"),
     ("flush-results", "ops/subnormals_kept.ir", "value", 12, "mul"),
     ("pairwise-reduce", "ops/reduce_not_pairwise.ir", "value", 9, "reduce"),
     ("scopes-merged", "gradient/range_keeps_nodes_apart.ir", "loop", 10, "range"),
@@ -103,16 +108,32 @@ def test_a_failure_or_a_status_is_not_probed():
     assert not rejected.line and "a status" in rejected.reason
 
 
+def test_two_places_a_variant_each_explains_are_listed_as_candidates():
+    """Without hash consing, and with one share to an operand used twice, give the same
+    bits here: the two places each is about are listed, neither named."""
+    where = _located("variant:no-hash-consing", "gradient/hash_consing_shares.ir")
+    assert where.kind == "candidates" and not where.line, where.text()
+    assert set(where.candidates) == {8, 10}, where.text()
+    assert "each is what one of the variants reproducing every output" in where.text()
+
+
 def test_a_tape_is_located_without_probes():
     tape = [["input", 2.0], ["input", 3.0], ["mul", 0, 1], ["add", 2, 0]]
     want = backprop_bits(tape)
     got = list(want)
     got[0] ^= 1  # entry 0 receives the shares of entries 2 and 3: their sum is wrong
     where = locate_tape(tape, Outcome("ok", derivatives=want), Outcome("ok", derivatives=got))
-    assert (where.kind, where.line) == ("sum", 1) and where.runs == 0, where.text()
+    assert where.kind == "candidates" and where.runs == 0, where.text()
+    assert where.candidates == [1, 3, 4, 1], where.text()
+    where = locate_tape(tape, Outcome("ok", derivatives=want), Outcome("ok", derivatives=got),
+                        ["tape-right-fold"])
+    assert (where.kind, where.line) == ("sum", 1), where.text()
+    program = [["input", 2.0], ["add", 0, 0], ["mul", 1, 0]]
+    want = backprop_bits(program)
     got = list(want)
-    got[1] ^= 1  # entry 1's only user is entry 2
-    where = locate_tape(tape, Outcome("ok", derivatives=want), Outcome("ok", derivatives=got))
+    got[1] ^= 1  # entry 1, no leaf, has one user: the share entry 2 sends it
+    where = locate_tape(program, Outcome("ok", derivatives=want), Outcome("ok",
+                                                                         derivatives=got))
     assert (where.kind, where.line, where.op) == ("share", 3, "mul"), where.text()
 
 

@@ -55,7 +55,10 @@ DIAGNOSED_AS = {
 
 # Where each seeded fault departs, as its divergences' locations must say: the kind of
 # departure and the op of the statement it names (None: any op), for at least one divergence;
-# and every divergence has a variant or a location (conformance/diagnosis/locate.py).
+# every divergence has a variant or a location (conformance/diagnosis/locate.py); and every
+# divergence located at a statement is located at one of the places in ALSO_AT or this one
+# (a fault of arithmetic shows in the values a gradient computes too), or lists candidates,
+# or says why it cannot tell.
 LOCATED_AT = {
     "reversed_fold": ("fold", None), "creation_order": ("fold", None),
     "detach_passes": ("blocked", "detach"), "literal_x": ("rejection", "gradient"),
@@ -63,7 +66,15 @@ LOCATED_AT = {
     "flush_to_zero": ("value", None), "reduce_mul_on_path": ("rejection", "gradient"),
     "nonscalar_loss": ("rejection", "gradient"), "recip_form": ("share", "recip"),
     "merged_scopes": ("loop", "range"), "tape_program_order": ("sum", None),
-    "tape_const_zero": ("sum", "const"), "tape_same_operand_once": ("share", None),
+    "tape_const_zero": ("leaf", "const"), "tape_same_operand_once": ("share", None),
+}
+ALSO_AT = {
+    "flush_to_zero": {("share", None), ("fold", None), ("literal", None)},
+    # Let through a detach, a gradient reaches a reduce op=mul, which it then refuses.
+    "detach_passes": {("blocked", "cast"), ("rejected", None)},
+    "merged_scopes": {("value", None)}, "literal_x": {("rejection", "gradient")},
+    # expand's share is a reduce op=add: its sum rounds as the fault sums.
+    "pairwise_reduce": {("share", "reduce"), ("share", "expand")},
 }
 
 
@@ -72,9 +83,16 @@ def assert_located_at(name: str, divergences: list[dict], output: str) -> None:
     located = [d["location"] for d in divergences if d["location"].get("line")]
     assert any(w["kind"] == kind and op in (None, w["op"]) for w in located), \
         [d["location_line"] for d in divergences]
+    allowed = {LOCATED_AT[name], *ALSO_AT.get(name, ())}
     for d in divergences:
         assert d["location"].get("line") or d["diagnosis"].get("variants") or \
             d["diagnosis"].get("pairs"), (d["summary"], d["location_line"])
+        where = d["location"]
+        if where.get("line"):
+            assert any(where["kind"] == k and o in (None, where["op"]) for k, o in allowed), \
+                (name, d["summary"], d["location_line"])
+        else:
+            assert where.get("reason") or where.get("candidates"), d["location_line"]
     assert "location: line " in output or "location: entry " in output
 
 

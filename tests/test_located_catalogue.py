@@ -1,0 +1,87 @@
+"""Every variant of the catalogue, run as an implementation, is located where it departs, or
+the location says plainly that it cannot tell (SPEC.md, "Diagnosis", Location): over every
+case file on which the variant diverges, with the variant as diagnosis names it. A statement
+named must be one the variant's change can make depart: its fold for a fold, a statement of
+the rule's op for a rule form, the blocked edge for an edge let through, a statement of an
+op it computes for arithmetic."""
+
+from __future__ import annotations
+
+import pytest
+
+from gradient_conformance.conformance.diagnosis.locate import changes, locate
+from gradient_conformance.conformance.diagnosis.variants import CATALOGUE, _needs, applies, parts
+from gradient_conformance.conformance.outcome import compare
+from gradient_conformance.conformance.running import Reading, case_file_buffers
+from gradient_conformance.conformance.transports.loading import load
+from gradient_conformance.reference import cases
+from tests.conftest import CASES
+
+CASE_FILES = [case for case in map(cases.load_case, cases.case_paths([CASES]))
+              if case.error is None and not case.run_error]
+PROGRAMS = [v for v in sorted(CATALOGUE) if not CATALOGUE[v].tape]
+
+
+def _ops_of(name: str) -> set[str]:
+    """The statements' ops a variant's change can make depart at: those of the rules it
+    changes, and those whose arithmetic it changes."""
+    ops = set()
+    for part in parts(CATALOGUE[name]):
+        head, _, rest = part.partition(".")
+        if head == "rules":
+            ops.add(rest.split(".")[0])
+        needs = _needs(part)
+        if head == "domain" and needs:
+            ops |= {f.split("_")[0] for need in needs for f in need}
+    return ops
+
+
+def allowed(name: str, kind: str, op: str) -> bool:
+    """Whether a location of `kind` at a statement of `op` is one the variant can cause."""
+    said = changes([name])
+    ops = _ops_of(name)
+    if kind == "fold":
+        return "fold" in said or "forward" in said  # arithmetic changes a sum's rounding
+    if kind == "share":
+        return (any(c.startswith("rule:") for c in said) and op in ops) or "forward" in said
+    if kind == "rule-form":
+        return any(c.startswith("rule:") for c in said)
+    if kind == "blocked":
+        return "blocked" in said
+    if kind == "hash-consing":
+        return "hash-consing" in said
+    if kind == "value":
+        return ("forward" in said and (op in ops or not ops)) or "hash-consing" in said
+    if kind in ("loop", "unwritten"):
+        return True  # a region, or a fact about the program: no op blamed
+    if kind == "literal":
+        return "forward" in said or "hash-consing" in said
+    return kind in ("rejected", "run-error", "rejection")
+
+
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_each_variant_is_located_where_it_can_depart(name):
+    variant = CATALOGUE[name]
+    impl = load(f"variant:{name}", in_process=True)
+    located = diverged = 0
+    try:
+        for case in CASE_FILES:
+            reading = Reading(case.source)
+            if not applies(variant, reading.features):
+                continue
+            buffers = case_file_buffers(case, reading.slots)
+            want = reading.outcome(buffers)
+            got = reading.outcome(buffers, variant.semantics())
+            if compare(want, got) is None:
+                continue
+            diverged += 1
+            where = locate(impl, reading, buffers, want, got, variants=[name])
+            if where.line:
+                located += 1
+                assert allowed(name, where.kind, where.op), (case.source, where.text())
+            else:
+                assert where.reason or where.candidates, where.text()
+    finally:
+        impl.close()
+    if not diverged:
+        pytest.skip(f"{name} diverges on no case file (the generated and fixed checks kill it)")
