@@ -156,16 +156,17 @@ def verdict_lines(divergences, shown: int = 3) -> list[str]:
     for d in divergences:
         if not (d.diagnosis or {}).get("variants"):
             for pair in (d.diagnosis or {}).get("pairs", [])[:1]:
-                names = [n.get("name") for n in pair if isinstance(n, dict)]
-                if len(names) == 2 and all(isinstance(n, str) for n in names):
-                    pairs[" and ".join(names)] += 1
-    for names, count in pairs.most_common(shown):
-        lines.append(f"{names} together explain {count} of {total} divergences that no "
+                named = [n["name"] for n in pair if isinstance(n, dict) and
+                         isinstance(n.get("name"), str)]
+                if len(named) == 2:
+                    pairs[" and ".join(named)] += 1
+    for both, count in pairs.most_common(shown):
+        lines.append(f"{both} together explain {count} of {total} divergences that no "
                      "variant explains alone")
     unexplained = [d for d in divergences if not (d.diagnosis or {}).get("variants") and
                    not (d.diagnosis or {}).get("pairs")]
     if unexplained:
-        located = sum(1 for d in unexplained if (d.location or {}).get("line"))
+        at_a_line = sum(1 for d in unexplained if (d.location or {}).get("line"))
         lines.append(f"{len(unexplained)} of {total} divergences no known variant explains "
-                     f"alone or in a pair; {located} of them located at a statement")
+                     f"alone or in a pair; {at_a_line} of them located at a statement")
     return lines

@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import math
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -199,7 +200,7 @@ class Tally:
         # A second look (plugin.py): the subjects of the divergences found already, passed
         # over; how a finding's subject is read; and the other divergences found.
         self.known: set = set()
-        self.subject = None
+        self.subject: Callable[[Finding], object] = lambda finding: None
         self.more: list[Finding] = []
         # The implementation's health in this check (transports/loading.py, Guarded).
         self.restarts_before = 0  # its restarts when the check began
