@@ -670,9 +670,11 @@ def pytest_pyfunc_call(pyfuncitem):
     signatures, with what is left of its budget of cases: the divergences it has found are
     passed over (as Hypothesis's reject), so that a second bug in the same check is found
     and reported rather than hidden by the first (SPEC.md, "Diagnosis"). Each
-    is kept on the check's tally (`more`); the check fails with its first."""
+    is kept on the check's tally (`more`); the check fails with its first. Not under -x
+    (or --maxfail): a run told to stop at its first failures wants no more."""
     run = pyfuncitem.config.stash.get(RUN_KEY, None)
-    if run is None or not is_check(pyfuncitem) or not is_generated(pyfuncitem):
+    if run is None or not is_check(pyfuncitem) or not is_generated(pyfuncitem) or \
+            pyfuncitem.config.getoption("maxfail"):
         return (yield)
     try:
         return (yield)

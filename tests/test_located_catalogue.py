@@ -85,3 +85,22 @@ def test_each_variant_is_located_where_it_can_depart(name):
         impl.close()
     if not diverged:
         pytest.skip(f"{name} diverges on no case file (the generated and fixed checks kill it)")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_each_variant_s_ci_run_is_located_where_it_can_depart(name, tmp_path):
+    """The same, over every divergence of a ci run against the variant (`make slow`: about
+    45 s a variant), as the explanation stage located it."""
+    import json
+
+    from tests.conftest import suite
+    report = tmp_path / "r.json"
+    code, output, _ = suite(f"variant:{name}", "--profile=ci", "-q", f"--report-json={report}")
+    assert code == 1, output[-3000:]
+    for d in json.loads(report.read_text())["divergences"]:
+        where = d["location"]
+        if where.get("line"):
+            assert allowed(name, where["kind"], where["op"]), (d["summary"], d["location_line"])
+        else:
+            assert where.get("reason") or where.get("candidates"), d["location_line"]
