@@ -152,6 +152,9 @@ class Run:
         self.impl = None
         self.settings = None  # the checks' Hypothesis settings (check_settings)
         self.explainer = None  # the explanation stage (explain.py), made at its first use
+        # A failing generated check's further looks (pytest_pyfunc_call); fuzz, which keeps
+        # looking batch after batch, wants none.
+        self.more_looks = MORE_LOOKS
 
     def _cases_dir(self) -> pathlib.Path:
         option = self.config.getoption
@@ -696,7 +699,7 @@ def _look_again(run, item, first) -> None:
     tally = item.stash[TALLY_KEY]
     found = [first]
     tally.subject = divergence.subject
-    for look in range(1, MORE_LOOKS + 1):
+    for look in range(1, run.more_looks + 1):
         left = run.settings.max_examples - tally.cases
         if left <= 0 or tally.abandon:
             return

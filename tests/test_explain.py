@@ -9,8 +9,10 @@ the run ends with its verdict. Each test here failed before the mechanism it nam
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import numpy as np
+import pytest
 
 from gradient_conformance import reference
 from gradient_conformance.conformance import running
@@ -26,9 +28,9 @@ from gradient_conformance.conformance.explain import across, prefer, verdict_lin
 from gradient_conformance.conformance.outcome import Outcome
 from gradient_conformance.conformance.running import Reading, Tally
 from gradient_conformance.conformance.transports.loading import load
-from gradient_conformance.reference import SPEC
+from gradient_conformance.reference import SPEC, cases
 from gradient_conformance.reports.records import Divergence
-from tests.conftest import suite
+from tests.conftest import CASES, suite
 
 NAN, INF = float("nan"), float("inf")
 
@@ -234,22 +236,42 @@ def test_hash_consing_is_not_reported_as_calculus(tmp_path):
         impl.close()
 
 
-def test_no_check_compares_gradient_bits_not_claimed(tmp_path):
-    """7. A system whose recip gradient is -(g / (a * a)), declaring no bit-exact gradients,
-    passes the checks of exact programs and the case files (they compared its gradients'
-    bits), and still fails where its values are wrong."""
-    module = _module(tmp_path, "recip_exact_in_reals",
-                     "variants.CATALOGUE['recip-neg-div'].semantics()",
-                     "{'bit_exact_gradients': False}")
-    code, output, _ = suite(module, "-q", "--max-examples=60", "-k",
-                            "test_exact_programs_bit_for_bit or test_case_file")
-    assert code == 0, output[-3000:]
-    impl = load(module)
-    try:
-        assert "gradient" in running.exclusions(impl, bits=True)
-        assert "gradient" not in running.exclusions(impl)
-    finally:
-        impl.close()
+class _Claiming:
+    """An implementation that is the reference with recip's share written -(g / (a * a)),
+    claiming bit-exact gradients or not."""
+
+    def __init__(self, exact: bool):
+        self.capabilities = {"bit_exact_gradients": exact, "ulp": {}, "unsupported": []}
+        self.semantics = CATALOGUE["recip-neg-div"].semantics()
+
+    def unsupported(self):
+        return frozenset()
+
+    def run_case(self, source, buffers, slots):
+        return _outcome(source, buffers, self.semantics)
+
+
+def test_no_check_compares_gradient_bits_not_claimed():
+    """7. A system whose recip gradient is -(g / (a * a)), declaring no bit-exact gradients:
+    a bit-for-bit check compared its gradient's bits (-7.111111 against the rule's
+    -7.1111116) and failed it; now such checks draw no gradients for it, and compare only
+    what it claims (the values not made from a gradient, and the status). Claiming them,
+    it still fails."""
+    source = (CASES / "gradient" / "op_form_recip.ir").read_text()
+    case = cases.load_case(CASES / "gradient" / "op_form_recip.ir")
+    reading = Reading(source)
+    buffers = running.case_file_buffers(case, reading.slots)
+    drawn = SimpleNamespace(source=source, buffers=buffers, parsed=(), description="")
+    claims_less = _Claiming(exact=False)
+    running.check_case(claims_less, Tally(), drawn)
+    assert "gradient" in running.exclusions(claims_less, bits=True)
+    assert "gradient" not in running.exclusions(claims_less)
+    want = reading.outcome(buffers)
+    _, _, left_out = running.claimed(claims_less, reading, want,
+                                     claims_less.run_case(source, buffers, reading.slots))
+    assert left_out == [1]
+    with pytest.raises(running.Diverged):
+        running.check_case(_Claiming(exact=True), Tally(), drawn)
 
 
 CALL = """def @square %p

@@ -95,6 +95,11 @@ class FuzzLoop:
                         database=open_database(self.database), verbosity=Verbosity.quiet,
                         print_blob=False, suppress_health_check=list(HealthCheck))
         generating = settings(base, phases=[Phase.generate, Phase.target, Phase.shrink])
+        # The next batch looks again: a failing check's own further looks would only
+        # spend the batch's time.
+        run = session.config.stash.get(plugin.RUN_KEY, None)
+        if run is not None:
+            run.more_looks = 0
         # Each check is given afresh from its inner test (the same database key as under
         # pytest): once with the database's replay, for the first batch, and once
         # generating only, for the rest.

@@ -32,6 +32,7 @@ slots, ends the location with the reason.
 from __future__ import annotations
 
 import functools
+import re
 import time
 from dataclasses import asdict, dataclass, field
 
@@ -349,9 +350,9 @@ class _Probe:
         if twins:
             named = ", ".join(twins)
             places.append((v.node.line, "hash-consing", (
-                f"folding: an implementation that makes {shown} one node with {named} (one "
-                "uses the other, their values are equal here, and the spec keeps them apart) "
-                "sends it their shares too"),
+                f"folding: {shown} made one node with {named} (one uses the other and their "
+                "values are equal here; the spec keeps them apart, and with them one it gives "
+                "exactly the implementation's outputs)"),
                 "hash-consing"))
         first = adjoint.elements[0]
         if len(senders) == 1 and (first.expected_bits, first.actual_bits) == ("0x80000000",
@@ -380,9 +381,10 @@ class _Probe:
 
     def _twins(self, d: Define, node) -> list[str]:
         """The names of the other named nodes, before the gradient `d`, that `node` depends on
-        or that depend on it, with its dtype, shape and value in the spec's run: what an
-        implementation's folding (`where true a b` to a, `x + 0.0` to x) could make one
-        node with it without changing any value."""
+        or that depend on it, with its dtype, shape and value in the spec's run, and for
+        which the program with the two made one (every use of the later name written as the
+        earlier) gives, by the spec, exactly the implementation's outputs: what its folding
+        (`where true a b` to a, `x + 0.0` to x) could have made one node, verified."""
         values = self.values
         mine = values.get(node)
         if mine is None:
@@ -396,9 +398,23 @@ class _Probe:
                 continue
             theirs = values.get(other)
             if theirs is not None and theirs.shape == mine.shape and \
-                    all(a == b for a, b in zip(theirs.flat, mine.flat, strict=True)):
-                found.append(self.names[other].name)
+                    all(a == b for a, b in zip(theirs.flat, mine.flat, strict=True)) and \
+                    self._merged_reproduces(self.names[node], define):
+                found.append(define.name)
         return found
+
+    def _merged_reproduces(self, a: Define, b: Define) -> bool:
+        """Whether the program with `a` and `b` one node gives the implementation's outputs
+        by the spec, compared as the check compared."""
+        earlier, later = sorted((a, b), key=lambda define: define.line)
+        use = re.compile(re.escape(later.name) + r"(?![\w.])")
+        lines = self.reading.source.splitlines()
+        merged = [line if k <= later.line else
+                  use.sub(earlier.name, line.partition("#")[0])
+                  for k, line in enumerate(lines, start=1)]
+        outcome = Reading("\n".join(merged) + "\n").outcome(self.buffers)
+        return outcome.status == "ok" and set(outcome.buffers) == set(self.got.buffers) and \
+            compare(outcome, self.got, ulps=self.ulps) is None
 
     @functools.cached_property
     def values(self) -> dict:
