@@ -44,14 +44,15 @@ def allowed(name: str, kind: str, op: str) -> bool:
         return "fold" in said or "forward" in said  # arithmetic changes a sum's rounding
     if kind == "share":
         return (any(c.startswith("rule:") for c in said) and op in ops) or "forward" in said
-    if kind == "rule-form":
-        return any(c.startswith("rule:") for c in said)
+    if kind == "rule-form":  # the nodes a gradient builds: its rule forms and its sums
+        return any(c.startswith("rule:") for c in said) or "fold" in said
     if kind == "blocked":
         return "blocked" in said
     if kind == "hash-consing":
         return "hash-consing" in said
-    if kind == "value":
-        return ("forward" in said and (op in ops or not ops)) or "hash-consing" in said
+    if kind == "value":  # a call's value is its body's: any op of it
+        return ("forward" in said and (op in ops or op == "call" or not ops)) or \
+            "hash-consing" in said
     if kind in ("loop", "unwritten"):
         return True  # a region, or a fact about the program: no op blamed
     if kind == "literal":

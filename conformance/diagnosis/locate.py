@@ -120,7 +120,7 @@ def locate(impl, reading: Reading, buffers, want: Outcome, got: Outcome, *,
         return Location(reason="the outputs agree as the check compares them (the check "
                         "found the difference otherwise)")
     probe = _Probe(impl, reading, program, buffers, want, got)
-    probe.ulps, probe.deciding = ulps, changes(variants)
+    probe.ulps, probe.deciding = ulps, [changes([name]) for name in variants]
     probe.variants = list(variants)
     return probe.forward(difference.elements[0].slot)
 
@@ -173,7 +173,7 @@ class _Probe:
         self.runs = self.probes = 0
         self.started = time.monotonic()
         self.ulps = 0
-        self.deciding: set[str] = set()
+        self.deciding: list[set[str]] = []  # what each reproducing variant changes
         self.variants: list[str] = []
 
     def done(self, line: int = 0, says: str = "", reason: str = "", kind: str = "") -> Location:
@@ -446,16 +446,19 @@ class _Probe:
                 f"node that the gradient on line {made.line} built, so the gradient on line "
                 f"{d.line} is taken against that node, and its adjoint sums the shares of its "
                 "uses inside that expansion too (SPEC.md, \"Hash consing\")")
-        forms = sorted({k.split(":", 1)[1] for k in self.deciding if k.startswith("rule:")})
+        forms = sorted({k.split(":", 1)[1] for tags in self.deciding for k in tags
+                        if k.startswith("rule:")})
         places = [(made.line, "rule-form", (
-            "its rule forms decide which nodes it builds; with other forms "
-            f"{x_define.name} is a node of its own"), "rule-form" if forms else ""),
+            "its rule forms and sums decide which nodes it builds; with others "
+            f"{x_define.name} is a node of its own"), "built"),
             (x_define.line, "hash-consing", f"hash consing: an implementation that keeps "
              f"{x_define.name} apart from that node", "hash-consing")]
         where = f"{fact}; {_values(difference)}"
         if forms:
-            self.deciding = self.deciding | {"rule-form"}
             where += f" (the rule form of {', '.join(forms)} reproduces every output)"
+        # A variant of a rule or of the fold changes the nodes that gradient builds.
+        self.deciding = [tags | ({"built"} if "fold" in tags or any(
+            k.startswith("rule:") for k in tags) else set()) for tags in self.deciding]
         return self.among(places, where)
 
     def _valid(self, y: Define, nodes: list) -> list:
@@ -600,7 +603,7 @@ def locate_tape(tape, want: Outcome, got: Outcome, variants=()) -> Location:
                        f"{'' if len(users) == 1 else 's'} it receives", "leaf"))
     if not places:
         return Location(reason=f"{values}, but entry {k} receives no share")
-    location, kind_ = _among(places, values, changes(variants), list(variants),
+    location, kind_ = _among(places, values, [changes([n]) for n in variants], list(variants),
                              lambda line: f"entry {line - 1}, {list(tape[line - 1])!r}")
     location.kind = kind_
     if location.line:
@@ -608,12 +611,22 @@ def locate_tape(tape, want: Outcome, got: Outcome, variants=()) -> Location:
     return location
 
 
-def _among(places: list[tuple], where: str, deciding: set[str], variants: list[str],
+def _among(places: list[tuple], where: str, deciding: list[set[str]], variants: list[str],
            shown) -> tuple[Location, str]:
-    """The location among `places` (see _Probe.among), and its kind; `shown(line)` names a
-    place's statement."""
+    """The location among `places` (see _Probe.among), and its kind; `deciding`: what each
+    variant that reproduces every output changes. The variants decide only when each of
+    them changes one of the places: one that changes none shows the places may not be all
+    there are. `shown(line)` names a place's statement."""
+    tags = {p[3] for p in places}
+    why = "no variant that reproduces every output decides"
+    if deciding and not all(changed & tags for changed in deciding):
+        outside = ", ".join(f"[{n}]" for n, changed in zip(variants, deciding, strict=True)
+                            if not changed & tags)
+        why = (f"{outside} reproduces every output and changes none of them, so the cause may "
+               "be elsewhere")
+        deciding = []
     if len(places) > 1 and deciding:
-        decided = [p for p in places if p[3] in deciding]
+        decided = [p for p in places if p[3] in set().union(*deciding)]
         named = ", ".join(f"[{n}]" for n in variants)
         if len(decided) == 1:
             line, kind, what, _ = decided[0]
@@ -626,10 +639,6 @@ def _among(places: list[tuple], where: str, deciding: set[str], variants: list[s
         if decided:
             places, why = decided, (f"each is what one of the variants reproducing every "
                                     f"output ({named}) changes")
-        else:
-            why = "no variant that reproduces every output decides"
-    else:
-        why = "no variant that reproduces every output decides"
     if len(places) == 1:
         line, kind, what, _ = places[0]
         return Location(line, f"{shown(line)}: {what}; {where}"), kind
