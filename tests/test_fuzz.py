@@ -34,7 +34,13 @@ def _start(out: pathlib.Path, *extra) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "gradient_conformance", "fuzz", f"--impl={FAULT}", "--minutes", "10",
          "--out", str(out), "--check", CHECK, *extra], cwd=ROOT, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True, start_new_session=True)
+        stderr=subprocess.PIPE, text=True, start_new_session=True, preexec_fn=_default_sigint)
+
+
+def _default_sigint() -> None:
+    """Ctrl-C as a user's terminal delivers it: a process that inherits SIGINT ignored (as
+    from some test runners' workers) would never see it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _records(out: pathlib.Path) -> list[pathlib.Path]:

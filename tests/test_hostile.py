@@ -136,7 +136,9 @@ def test_ctrl_c_still_stops_the_suite():
     process = subprocess.Popen(
         [sys.executable, "-m", "gradient_conformance", f"--impl={HERE / 'c_loop.py'}", "-q",
          "-p", "no:cacheprovider", "-k", "exact_programs", "--case-timeout=60"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        # Ctrl-C as a user's terminal delivers it, whatever this process inherited.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     time.sleep(8)
     process.send_signal(signal.SIGINT)
     output, _ = process.communicate(timeout=60)
