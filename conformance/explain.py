@@ -65,8 +65,8 @@ def explain_finding(finding: Finding, impl=None) -> tuple[Diagnosis, Location]:
 
 
 class Explainer:
-    """The explanation stage of one run: what it explained (signature -> the test id that
-    was explained), and the time it has spent."""
+    """The explanation stage of one run: what it explained ((signature, test id) -> the
+    summary of the divergence explained), and the time it has spent."""
 
     def __init__(self, budget: float = BUDGET):
         self.budget = budget

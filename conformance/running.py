@@ -32,7 +32,13 @@ from gradient_conformance.reference.cases import output_only_slots, poisoned
 from gradient_conformance.reference.errors import IndexOutOfRange, IRError
 from gradient_conformance.reference.interp import Interpreter, from_numpy
 from gradient_conformance.reference.ops import FEATURES, TRANSCENDENTAL, features_of_statements
-from gradient_conformance.reference.program import Define, Program, Store, cone
+from gradient_conformance.reference.program import (
+    Define,
+    Program,
+    Store,
+    cone,
+    made_by_gradient,
+)
 from gradient_conformance.reference.realvalued import Real
 from gradient_conformance.reference.syntax import parse
 
@@ -288,24 +294,13 @@ def made_by_gradients(reading: Reading) -> set[int]:
     return {slot for slot in program.buffers if cone(program, slot)[0] & made}
 
 
-def hash_consed_gradients(program: Program) -> list:
+def hash_consed_gradients(program: Program) -> list[Define]:
     """The gradient statements taken against a node that, by hash consing, an earlier
     gradient's expansion built (SPEC.md, "Hash consing"): which node their x is follows
     from that gradient's rule forms, so their value is no calculus for an implementation
     whose forms differ."""
-    found = []
-    for s in program.statements:
-        expansion = getattr(s, "expansion", None)
-        if expansion is None:
-            continue
-        for earlier in program.statements:
-            if earlier is s:
-                break
-            if getattr(earlier, "expansion", None) is not None and \
-                    expansion.x in earlier.created:
-                found.append(s)
-                break
-    return found
+    return [s for s in program.statements if isinstance(s, Define) and s.expansion is not None
+            and made_by_gradient(program, s.expansion.x) is not None]
 
 
 def run_both(impl, source: str, buffers, statements=()) -> tuple[Reading, Outcome, Outcome]:

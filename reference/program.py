@@ -124,3 +124,12 @@ def cone(program: Program, slot: int | None) -> tuple[set, list[Store]]:
         elif node.op == "call" and node in program.calls:
             nodes.append(program.calls[node].result)
     return seen, reached
+
+
+def made_by_gradient(program: Program, node) -> Define | None:
+    """The gradient statement whose expansion first made `node`, if one did (SPEC.md, "Hash
+    consing": a later statement may name the same node)."""
+    for d in program.statements:
+        if isinstance(d, Define) and d.expansion is not None and node in d.created:
+            return d
+    return None

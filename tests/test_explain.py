@@ -140,9 +140,7 @@ def test_location_passes_over_a_difference_the_check_allowed(tmp_path):
     impl = load(module, in_process=True)
     try:
         buffers = {0: np.array([0.5, 1.5, 3.0], np.float32), 1: np.zeros(3, np.float32)}
-        reading = Reading(EXP2_OF_SUBNORMALS)
-        want = reading.outcome(buffers)
-        got = impl.run_case(EXP2_OF_SUBNORMALS, buffers, reading.slots)
+        reading, want, got = running.run_both(impl, EXP2_OF_SUBNORMALS, buffers)
         assert locate(impl, reading, buffers, want, got).line == 4  # bit for bit: exp2
         where = locate(impl, reading, buffers, want, got, ulps=2)
         assert (where.line, where.op) == (5, "log2"), where.text()
@@ -169,9 +167,7 @@ def test_a_share_is_named_only_when_the_others_are_ruled_out():
     impl = load("variant:recip-form", in_process=True)
     try:
         buffers = {0: np.array(3.0, np.float32), 1: np.zeros((), np.float32)}
-        reading = Reading(RECIP_AND_MUL)
-        want = reading.outcome(buffers)
-        got = impl.run_case(RECIP_AND_MUL, buffers, reading.slots)
+        reading, want, got = running.run_both(impl, RECIP_AND_MUL, buffers)
         blind = locate(impl, reading, buffers, want, got)
         assert blind.kind == "candidates" and not blind.line, blind.text()
         assert set(blind.candidates) >= {3, 4, 5}, blind.text()

@@ -30,6 +30,7 @@ from gradient_conformance.conformance.diagnosis.variants import (
 )
 from gradient_conformance.conformance.outcome import Outcome, compare
 from gradient_conformance.conformance.running import Reading
+from gradient_conformance.reference.interp import NUMPY_DTYPES
 from gradient_conformance.reference.tape import backprop_bits
 
 PAIR_CANDIDATES = 12  # variants tried in pairs, at most: 66 pairs
@@ -178,8 +179,7 @@ def _diagnose_case(reading: Reading, buffers, want: Outcome, got: Outcome, ulps:
 def verification_inputs(slots) -> list[dict]:
     """The initial contents an accepted program is run on to compare values (VERIFY_INPUTS),
     every slot it declares filled."""
-    dtypes = {"f32": np.float32, "i32": np.int32, "bool": np.bool_}
-    return [{slot: np.full(shape, f if dtype == "f32" else i, dtypes[dtype])
+    return [{slot: np.full(shape, f if dtype == "f32" else i, NUMPY_DTYPES[dtype])
              for slot, (dtype, shape) in slots.items()} for f, i in VERIFY_INPUTS]
 
 

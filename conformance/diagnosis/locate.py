@@ -44,13 +44,14 @@ from gradient_conformance.conformance.running import Reading
 from gradient_conformance.reference import SPEC, exact
 from gradient_conformance.reference.errors import IRError
 from gradient_conformance.reference.gradient import post_order, reachable
-from gradient_conformance.reference.interp import EXACT, Interpreter, from_numpy
+from gradient_conformance.reference.interp import EXACT, NUMPY_DTYPES, Interpreter, from_numpy
 from gradient_conformance.reference.program import (
     Define,
     Loop,
     Program,
     Store,
     cone,
+    made_by_gradient,
     stores,
     walk,
 )
@@ -79,9 +80,7 @@ class Location:
 
     def text(self) -> str:
         """The location in one line, as the terminal shows it."""
-        if self.line:
-            return f"location: {self.says}"
-        if self.candidates:
+        if self.line or self.candidates:
             return f"location: {self.says}"
         return f"location: none ({self.reason})"
 
@@ -119,10 +118,8 @@ def locate(impl, reading: Reading, buffers, want: Outcome, got: Outcome, *,
     if difference is None or not difference.elements:
         return Location(reason="the outputs agree as the check compares them (the check "
                         "found the difference otherwise)")
-    probe = _Probe(impl, reading, program, buffers, want, got)
-    probe.ulps, probe.deciding = ulps, [changes([name]) for name in variants]
-    probe.variants = list(variants)
-    return probe.forward(difference.elements[0].slot)
+    return _Probe(impl, reading, program, buffers, want, got, ulps=ulps,
+                  variants=variants).forward(difference.elements[0].slot)
 
 
 def changes(variants) -> set[str]:
@@ -162,7 +159,7 @@ class _Probe:
         return self.program
 
     def __init__(self, impl, reading: Reading, program: Program | None, buffers, want: Outcome,
-                 got: Outcome):
+                 got: Outcome, *, ulps: int = 0, variants=()):
         self.impl, self.reading, self.program = impl, reading, program
         self.buffers, self.want, self.got = buffers, want, got
         defines = [d for d in program.statements if isinstance(d, Define)] if program else []
@@ -172,21 +169,23 @@ class _Probe:
             self.restated.setdefault(d.node, []).append(d)
         self.runs = self.probes = 0
         self.started = time.monotonic()
-        self.ulps = 0
-        self.deciding: list[set[str]] = []  # what each reproducing variant changes
-        self.variants: list[str] = []
+        self.ulps = ulps
+        self.variants = list(variants)
+        self.deciding = [changes([name]) for name in self.variants]  # what each changes
 
     def done(self, line: int = 0, says: str = "", reason: str = "", kind: str = "") -> Location:
         op = next((st.op for st in self.reading.statements or [] if st.line == line), "")
         return Location(line, says, reason, kind, op, self.probes, self.runs,
                         time.monotonic() - self.started)
 
-    def among(self, places: list[tuple], where: str) -> Location:
+    def among(self, places: list[tuple], where: str, deciding=None) -> Location:
         """One of several places (line, kind, what departs there, what a variant changes to
         depart there): named if it is the only one, or the only one that the variants which
         reproduce every output change; else listed as candidates (those the variants change,
-        when they narrow them). `where`: the measured difference they share, said once."""
-        location, kind = _among(places, where, self.deciding, self.variants,
+        when they narrow them). `where`: the measured difference they share, said once;
+        `deciding`: what each variant changes, where it is read otherwise than `changes`."""
+        location, kind = _among(places, where, self.deciding if deciding is None else
+                                deciding, self.variants,
                                 lambda line: f"line {line}, `{_text(self.reading, line)}`")
         found = self.done(location.line, location.says, location.reason, kind)
         found.candidates = location.candidates
@@ -301,7 +300,7 @@ class _Probe:
         """Where the gradient statement `d` departs, its loss and x agreeing."""
         x, y = d.expansion.x, d.expansion.y
         x_define, y_define = self.names.get(x), self.names.get(y)
-        made = _made_by_gradient(self.program, x)
+        made = made_by_gradient(self.program, x)
         if made is not None and x_define is not None and made.line not in (x_define.line,
                                                                            d.line):
             return self._hash_consed_x(d, x_define, made, difference)
@@ -457,9 +456,8 @@ class _Probe:
         if forms:
             where += f" (the rule form of {', '.join(forms)} reproduces every output)"
         # A variant of a rule or of the fold changes the nodes that gradient builds.
-        self.deciding = [tags | ({"built"} if "fold" in tags or any(
-            k.startswith("rule:") for k in tags) else set()) for tags in self.deciding]
-        return self.among(places, where)
+        return self.among(places, where, [tags | ({"built"} if "fold" in tags or any(
+            k.startswith("rule:") for k in tags) else set()) for tags in self.deciding])
 
     def _valid(self, y: Define, nodes: list) -> list:
         """The nodes u for which `gradient y u` is a program the spec accepts here: all of
@@ -492,8 +490,7 @@ class _Probe:
                 value = f"%__adjoint{k}"
                 lines.append(f"{value} = gradient {y[0]} {name}")
             lines.append(f"store {probe} {value}")
-            buffers[slot] = np.zeros(node.shape, {"f32": np.float32, "i32": np.int32,
-                                                  "bool": np.bool_}[node.dtype])
+            buffers[slot] = np.zeros(node.shape, NUMPY_DTYPES[node.dtype])
             probes[slot] = name
         source = self.reading.source.rstrip("\n") + "\n" + "\n".join(lines) + "\n"
         probed = Reading(source)
@@ -546,14 +543,6 @@ def _blocked(expansion, towards=None) -> list[tuple]:
             leads.add(node)
     return [(node, o) for node in reversed(order) if node in leads and node is not towards
             for o in node.operands if o in leads and not SPEC.flows(node, o)]
-
-
-def _made_by_gradient(program: Program, node) -> Define | None:
-    """The gradient statement whose expansion first made `node`, if one did."""
-    for d in program.statements:
-        if isinstance(d, Define) and d.expansion is not None and node in d.created:
-            return d
-    return None
 
 
 def _values(difference) -> str:
