@@ -12,6 +12,7 @@ import json
 import pathlib
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -47,11 +48,22 @@ def _run(argv, cwd, timeout=900) -> tuple[int, str]:
     return run.returncode, run.stdout + run.stderr
 
 
+# What a checkout holds that a build neither needs nor may share.
+NOT_SOURCE = shutil.ignore_patterns(".git", ".venv*", "node_modules", "build", "dist", "out",
+                                    "*.egg-info", "__pycache__", ".*_cache", ".hypothesis",
+                                    ".benchmarks", ".gradient-conformance")
+
+
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> pathlib.Path:
+    # Built from a copy: under -n 2 both workers may build at once, and setuptools' build/
+    # folder in one shared checkout is not safe for two (CI once failed on "Directory not
+    # empty: build/bdist.linux-x86_64/wheel").
+    source = tmp_path_factory.mktemp("source") / "checkout"
+    shutil.copytree(ROOT, source, symlinks=True, ignore=NOT_SOURCE)
     out = tmp_path_factory.mktemp("wheel")
     code, output = _run([sys.executable, "-m", "pip", "wheel", "--no-deps",
-                         "--no-build-isolation", "-q", "-w", str(out), str(ROOT)], cwd=out)
+                         "--no-build-isolation", "-q", "-w", str(out), str(source)], cwd=out)
     assert code == 0, output
     assert "warning" not in output.lower(), output  # no data package left unlisted
     return next(out.glob("*.whl"))
