@@ -55,6 +55,14 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _size(text: str) -> int:
+    from gradient_conformance.conformance.transports.confinement import parse_size
+    try:
+        return parse_size(text)
+    except ValueError as problem:
+        raise argparse.ArgumentTypeError(str(problem)) from None
+
+
 def _positive_seconds(text: str) -> float:
     try:
         value = float(text)
@@ -116,6 +124,15 @@ def pytest_addoption(parser):
                     help="call a Python implementation in the suite's own process, for a "
                     "debugger: UNPROTECTED, a crash or a hang of the implementation is the "
                     "suite's")
+    group.addoption("--conformance-memory-limit", type=_size, default=None, metavar="SIZE",
+                    help="the most memory the implementation's process may take (8G, 512M; "
+                    "default: half the machine's, shared among xdist's processes)")
+    group.addoption("--conformance-sandbox", default="auto", choices=["auto", "bwrap", "none"],
+                    help="run the implementation in a bubblewrap sandbox: auto (where "
+                    "bubblewrap works; the default), bwrap (or a usage error), none")
+    group.addoption("--conformance-pass-env", action="append", default=[], metavar="NAME",
+                    help="an environment variable the implementation's process is given "
+                    "(it gets only a short allow-list otherwise); again for more")
     group.addoption("--conformance-xfails-file", default=None, metavar="FILE",
                     help="checks or case files expected to fail: one a line, each matched as "
                     "a part of the stable id (test_forward.py::test_name[param])")
@@ -155,6 +172,8 @@ class Run:
         # A failing generated check's further looks (pytest_pyfunc_call); fuzz, which keeps
         # looking batch after batch, wants none.
         self.more_looks = MORE_LOOKS
+        self.interrupted = ""  # what happened, when the run was cut short
+        self.ended_sent = (0, 0)  # this process's Ended, as far as its records have told
 
     def _cases_dir(self) -> pathlib.Path:
         option = self.config.getoption
@@ -167,7 +186,14 @@ class Run:
         # Like pytest's own cache folder: what a run writes stays out of the user's git.
         root = self.base / DEFAULT_OUTPUT
         root.mkdir(exist_ok=True)
-        (root / ".gitignore").write_text("*\n")
+        ignore = root / ".gitignore"
+        try:
+            if ignore.is_symlink() or not ignore.is_file() or ignore.read_text() != "*\n":
+                from gradient_conformance.conformance.divergence import write_atomically
+                ignore.unlink(missing_ok=True)  # a link is replaced, never written through
+                write_atomically(ignore, "*\n")
+        except OSError:
+            pass  # a courtesy to the user's git, not needed for the run
         return root / "divergences"
 
     def take(self, record: dict) -> None:
@@ -199,7 +225,22 @@ class Run:
                 self.config.hook.pytest_gradient_conformance_record(record=record)
 
     def pytest_sessionfinish(self, session, exitstatus):
-        if _worker_id(self.config) is not None or self.totals is None:
+        if _worker_id(self.config) is not None:
+            return
+        if exitstatus == pytest.ExitCode.INTERRUPTED:
+            # Cut short, even in its first check: a report that says so, and what did not run.
+            ran = self.totals.outcomes if self.totals is not None else {}
+            left = sorted({check_name(i) for i in session.items if is_check(i)} - set(ran))
+            self.interrupted = (
+                "interrupted (Ctrl-C, or a signal) after "
+                f"{time.monotonic() - self.clock:.0f} s; "
+                + (f"{len(left)} checks did not run: {', '.join(left)}" if left else
+                   "the checks that did not run are not known here (xdist)" if not
+                   session.items else "every check had begun"))
+            if self.totals is None:
+                from gradient_conformance.conformance.totals import Totals
+                self.totals = Totals()
+        if self.totals is None:
             return
         from gradient_conformance.conformance.divergence import write_atomically
         from gradient_conformance.conformance.explain import prefer
@@ -229,6 +270,8 @@ class Run:
                          f"catalogue's variants and probed ({probes} runs of the "
                          f"implementation) in {sum(explained):.1f} s, "
                          f"{100 * sum(explained) / run:.1f}% of the run's {run:.0f} s")
+        if any(self.totals.ended):
+            lines.append(f"contained: {self.confinement_words()}")
         if self.impl.restarts:
             lines.append(f"the implementation was started again {self.impl.restarts} times, "
                          "after crashes, timeouts or replies that broke the protocol")
@@ -241,6 +284,9 @@ class Run:
             terminalreporter.section("conformance verdict")
             for line in verdict_lines(self.totals.divergences):
                 terminalreporter.write_line(line)
+        if self.interrupted:
+            terminalreporter.write_line(f"this run was cut short: {self.interrupted}; it is no "
+                                        "verdict", red=True, bold=True)
         for path in self.written:
             terminalreporter.write_line(f"report written: {_shown(path, self.base)}")
         saved = [d for d in self.totals.divergences if d.case_file]
@@ -275,7 +321,23 @@ class Run:
             coverage=coverage(totals.conditions, totals.generated),
             ulps=totals.ulps, divergences=totals.divergences, versions=versions,
             command=shlex.join(_command_line(self.config)),
-            isolation=_isolation(self.config, self.spec))
+            isolation=_isolation(self.config, self.spec), interrupted=self.interrupted,
+            confinement=self.confinement_words())
+
+    def confinement_words(self) -> str:
+        """What held the implementation, and what had to be ended of it (every process's)."""
+        if self.impl is None or self.impl.confinement is None:
+            return ""
+        ended = self.totals.ended if self.totals is not None else [0, 0]
+        said = [self.impl.confinement.words()]
+        if ended[0]:
+            said.append(f"{ended[0]} process{'es' if ended[0] > 1 else ''} it left running "
+                        "killed")
+        if ended[1]:
+            said.append(f"its process started again {ended[1]} time"
+                        f"{'s' if ended[1] > 1 else ''} after running out of memory or "
+                        "growing past the limit")
+        return "; ".join(said)
 
 
 def _command_line(config) -> list[str]:
@@ -355,17 +417,35 @@ def pytest_configure(config):
     if not any(resource("cases").rglob("*.ir")):
         raise pytest.UsageError(f"the package's case files are missing from "
                                 f"{resource('cases')}: a broken install")
+    from gradient_conformance.conformance.transports.confinement import (
+        Confinement,
+        default_memory_limit,
+    )
+    confinement = Confinement(
+        config.getoption("--conformance-memory-limit") or default_memory_limit(_sharing(config)),
+        config.getoption("--conformance-sandbox"),
+        tuple(config.getoption("--conformance-pass-env")))
     try:
         run.impl = load(run.spec, timeout=config.getoption("--conformance-case-timeout"),
                         load_timeout=config.getoption("--conformance-load-timeout"),
                         in_process=config.getoption("--conformance-in-process"),
-                        base=str(run.base))
+                        base=str(run.base), confinement=confinement)
     except LoadFailed as problem:
         raise pytest.UsageError(f"--impl={run.spec}: could not load it: {problem}") from None
     if config.hook.pytest_gradient_conformance_keep_cases() is False:
         run.cases_dir = None
     config.stash[RUN_KEY] = run
     config.pluginmanager.register(run, "gradient-conformance-run")
+
+
+def _sharing(config) -> int:
+    """How many processes run checks at once: xdist's workers, the same count in each."""
+    count = os.environ.get("PYTEST_XDIST_WORKER_COUNT") or getattr(config.option,
+                                                                    "numprocesses", None)
+    try:
+        return max(int(str(count)), 1)
+    except (TypeError, ValueError):
+        return 1
 
 
 def pytest_unconfigure(config):
@@ -579,6 +659,13 @@ def pytest_runtest_makereport(item, call):
         tally = item.stash[TALLY_KEY]
         _stop_if_it_keeps_hanging(run, item, tally)
         record = {"check": check, "outcome": report.outcome, **tally.record()}
+        if run.impl is not None:
+            run.impl.sweep()
+            ended = run.impl.ended
+            now = (ended.left_behind, ended.memory)
+            if now != run.ended_sent:
+                record["ended"] = [now[0] - run.ended_sent[0], now[1] - run.ended_sent[1]]
+                run.ended_sent = now
         if report.failed:
             d = _divergence(run, item.stash[GUARDED_KEY], check, stable_id(item),
                             call.excinfo, tally,

@@ -22,6 +22,7 @@ import tomllib
 import numpy as np
 import pytest
 
+from gradient_conformance.conformance.transports.confinement import bwrap_usable
 from gradient_conformance.conformance.transports.loading import load
 from gradient_conformance.conformance.transports.process import Child, ChildFailed
 from tests.conftest import ROOT, suite
@@ -71,11 +72,19 @@ def test_reports_are_written_whatever_the_implementation_says(name, tmp_path):
         assert "\\x1b[2J" in page and "\\u202e" in page
 
 
-def test_a_daemonizing_server_leaves_nothing_running():
+@pytest.mark.parametrize("sandbox", ["none", "bwrap"])
+def test_a_daemonizing_server_leaves_nothing_running(sandbox):
+    """Without a sandbox it serves, and is killed at the end; in one, the sandbox ends with
+    the process it started, and the server with it: a usage error that says it exited."""
+    if sandbox == "bwrap" and not bwrap_usable():
+        pytest.skip("bubblewrap is not installed here, or cannot make a sandbox")
     marker = f"hostile-daemon-{os.getpid()}-{time.time_ns()}"
     code, output, _ = suite(f"cmd:{sys.executable} {HERE / 'server_daemonizes.py'} {marker}",
-                            "-k", "op_form_recip", "-q")
-    assert code == 0, output[-3000:]
+                            "-k", "op_form_recip", "-q", f"--sandbox={sandbox}")
+    if sandbox == "none":
+        assert code == 0, output[-3000:]
+    else:
+        assert code == 4 and "exited with status 0 before it replied" in output, output
     time.sleep(0.5)
     left = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True)
     assert left.stdout.strip() == "", f"still running: {left.stdout}"

@@ -47,6 +47,16 @@ def _function(command: str, which: int):
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        # Ctrl-C before pytest took over (start-up, loading the implementation) or in a
+        # command: a line, not a traceback, and pytest's own status for an interrupted run.
+        print("gradient-conformance: interrupted", file=sys.stderr)
+        return 2
+
+
+def _main(argv: list[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in COMMANDS:
         return _command(argv)

@@ -20,6 +20,8 @@ SUITE_OPTIONS = {
     "--report-json": "--conformance-report-json", "--cases-out": "--conformance-cases-out",
     "--xfails-file": "--conformance-xfails-file", "--skips-file": "--conformance-skips-file",
     "--no-shrink": "--conformance-no-shrink", "--in-process": "--conformance-in-process",
+    "--memory-limit": "--conformance-memory-limit", "--sandbox": "--conformance-sandbox",
+    "--pass-env": "--conformance-pass-env",
 }
 CHECKS_PACKAGE = "gradient_conformance.conformance.checks"
 

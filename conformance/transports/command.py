@@ -19,6 +19,7 @@ import numpy as np
 from gradient_conformance.conformance.outcome import Outcome
 from gradient_conformance.conformance.transports.answers import answered
 from gradient_conformance.conformance.transports.calling import LoadFailed, bounded
+from gradient_conformance.conformance.transports.confinement import Confinement, Ended
 from gradient_conformance.conformance.transports.jsonlines import (
     DTYPE_NAMES,
     decode_buffer,
@@ -36,8 +37,11 @@ def _no_constants(name: str):
 class Command:
     """A long-lived process that speaks the protocol; `case` and `backprop` give Outcomes."""
 
-    def __init__(self, argv: list[str], *, timeout: float, cwd: str | None = None):
+    def __init__(self, argv: list[str], *, timeout: float, cwd: str | None = None,
+                 confinement: Confinement | None = None):
         self.argv, self.timeout, self.cwd = list(argv), timeout, cwd
+        self.confinement = confinement
+        self._ended = Ended()  # of the processes it started and ended
         self.child: Child | None = None
         self.started = 0
         self._next_id = 0
@@ -60,7 +64,7 @@ class Command:
                              + (f"\nits stderr:\n{output}" if output else "")) from None
 
     def _start(self) -> None:
-        self.child = Child(self.argv, cwd=self.cwd)
+        self.child = Child(self.argv, cwd=self.cwd, confinement=self.confinement)
         self.started += 1
 
     def _request(self, body: dict, *, limit: int, seconds: float | None = None) -> dict:
@@ -86,6 +90,10 @@ class Command:
                 not isinstance(reply.get("ok"), bool):
             raise ChildFailed("junk", f"a reply to request {request_id} with \"ok\" true or "
                               f"false expected, got {line[:200]!r}")
+        self.child.sweep()
+        if self.child.grown:  # started again for the next request, not left holding it
+            self._ended.memory += 1
+            self.close()
         return reply
 
     def _failure(self, problem: ChildFailed, when: str):
@@ -178,7 +186,19 @@ class Command:
             return {int(k): decode_buffer(v) for k, v in got["buffers"].items()}
         return run
 
+    @property
+    def ended(self) -> Ended:
+        """What it had to end of the implementation's, its running process's included."""
+        now = self.child.left_behind if self.child is not None else 0
+        return Ended(self._ended.left_behind + now, self._ended.memory)
+
+    def sweep(self) -> None:
+        """End now what its process left running detached (at the end of each check)."""
+        if self.child is not None:
+            self.child.sweep(every=0)
+
     def close(self) -> None:
         if self.child is not None:
             self.child.kill()
+            self._ended.left_behind += self.child.left_behind
             self.child = None

@@ -24,6 +24,11 @@ from gradient_conformance.conformance.outcome import Outcome
 from gradient_conformance.conformance.running import Tally
 from gradient_conformance.conformance.transports import calling
 from gradient_conformance.conformance.transports.command import Command
+from gradient_conformance.conformance.transports.confinement import (
+    Confinement,
+    Ended,
+    default_memory_limit,
+)
 from gradient_conformance.conformance.transports.description import FUNCTIONS, describe_module
 from gradient_conformance.conformance.transports.in_process import InProcess
 from gradient_conformance.conformance.transports.worker import LOAD_TIMEOUT, Worker
@@ -81,8 +86,10 @@ class Implementation:
     It keeps no state of any check's; a check calls it through its `Guarded` view."""
 
     def __init__(self, spec: str, transport: Transport, *, name: str, version: str,
-                 capabilities, functions: tuple[str, ...]):
+                 capabilities, functions: tuple[str, ...],
+                 confinement: Confinement | None = None):
         self.spec, self.transport, self.functions = spec, transport, functions
+        self.confinement = confinement
         self.name, self.version = visible(name), visible(version)
         self.capabilities = checked_capabilities(capabilities)
 
@@ -93,6 +100,16 @@ class Implementation:
     @property
     def restarts(self) -> int:
         return self.transport.restarts
+
+    @property
+    def ended(self) -> Ended:
+        """What its transport had to end of it: processes left behind, memory restarts."""
+        ended = getattr(self.transport, "ended", None)
+        return ended if isinstance(ended, Ended) else Ended()
+
+    def sweep(self) -> None:
+        """End what its process left running detached (SPEC.md, "Isolation")."""
+        getattr(self.transport, "sweep", lambda: None)()
 
     def provides(self, function: str) -> bool:
         return function in self.functions
@@ -206,12 +223,22 @@ def checked_capabilities(declared) -> dict:
 
 
 def load(spec: str, *, timeout: float = DEFAULT_TIMEOUT, load_timeout: float = LOAD_TIMEOUT,
-         in_process: bool = False, base: str | None = None) -> Implementation:
+         in_process: bool = False, base: str | None = None,
+         confinement: Confinement | None = None) -> Implementation:
     """What --impl names, started and asked what it is; LoadFailed if it cannot be.
-    `base`: the directory relative names and paths are looked up from (the current one)."""
+    `base`: the directory relative names and paths are looked up from (the current one).
+    `confinement`: how its process is held in (SPEC.md, "Isolation"); by default a safe
+    share of the machine's memory, and a sandbox where bubblewrap is installed."""
     base = str(pathlib.Path(base or os.getcwd()).resolve())
+    if confinement is None:
+        confinement = Confinement(default_memory_limit())
+    try:
+        confinement = confinement.resolved()
+    except ValueError as problem:
+        raise LoadFailed(str(problem)) from None
     if spec.startswith("cmd:"):
-        transport = Command(_command_argv(spec[4:], base), timeout=timeout, cwd=base)
+        transport = Command(_command_argv(spec[4:], base), timeout=timeout, cwd=base,
+                            confinement=confinement)
         said = transport.probe(load_timeout)
         default = spec[4:].strip()
         said.setdefault("functions", list(FUNCTIONS))  # a server that says nothing offers both
@@ -221,12 +248,13 @@ def load(spec: str, *, timeout: float = DEFAULT_TIMEOUT, load_timeout: float = L
         transport, said = InProcess(module, timeout), describe_module(module)
         default = pathlib.Path(spec).stem if spec.endswith(".py") else spec
     else:
-        transport = Worker(spec, base, timeout, load_timeout)
+        transport = Worker(spec, base, timeout, load_timeout, confinement)
         said = transport.start()
         default = pathlib.Path(spec).stem if spec.endswith(".py") else spec
     try:
         return _defines_something(Implementation(
             spec, transport, name=str(said.get("name") or default),
+            confinement=None if isinstance(transport, InProcess) else confinement,
             version=str(said.get("version") or ""), capabilities=said.get("capabilities"),
             functions=_functions(said.get("functions"))))
     except LoadFailed:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import ctypes
+import functools
 import os
 import pathlib
 import secrets
@@ -23,8 +24,26 @@ import sys
 import time
 import weakref
 
+from gradient_conformance.conformance.transports.confinement import (
+    Confinement,
+    become_subreaper,
+    descendants,
+    kill_all,
+    private_folder,
+    processes,
+    reap,
+    remove_folder,
+    strays,
+)
+
 TAIL_BYTES = 16_000  # of the process's own output, kept for the report
 TOKEN_VARIABLE = "GRADIENT_CONFORMANCE_CHILD"
+SWEEP_SECONDS = 0.5  # a look through /proc costs about 2 ms: not after every case
+PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+# The processes this process started for implementations and has not ended. The children
+# of a process are the whole process's, so what it started must be known process-wide, or
+# one child's sweep would take another child for a stray.
+STARTED: set[int] = set()
 
 
 class ChildFailed(Exception):
@@ -39,31 +58,60 @@ class Child:
     """One started process: its channel (stdin and stdout, or two other pipes), and its
     output tail. Not thread-safe."""
 
-    def __init__(self, argv: list[str], *, cwd: str | None = None, env: dict | None = None):
+    def __init__(self, argv: list[str], *, cwd: str | None = None, env: dict | None = None,
+                 confinement: Confinement | None = None, own_folder: bool = False):
+        """`confinement`: the limits, environment and sandbox it starts under (SPEC.md,
+        "Isolation"); with `own_folder`, its working folder is its private one, not `cwd`."""
         self.token = secrets.token_hex(8)
-        environment = dict(os.environ if env is None else env)
-        environment[TOKEN_VARIABLE] = self.token
+        self.confinement = confinement
+        self.sandboxed = confinement is not None and confinement.sandbox == "bwrap"
+        self.folder = private_folder() if confinement is not None else None
+        request_read, request_write = os.pipe()
+        reply_read, reply_write = os.pipe()
         output_read, output_write = os.pipe()
+        theirs = (request_read, reply_write, output_write)
+        if confinement is not None and self.folder is not None:
+            environment = confinement.environment(self.folder)
+            cwd = self.folder if own_folder else (cwd or os.getcwd())
+            argv = confinement.command(argv, self.folder, cwd, channel=theirs[:2])
+            become_subreaper()
+        else:
+            environment = dict(os.environ if env is None else env)
+        environment[TOKEN_VARIABLE] = self.token
+        # In a sandbox the channel goes in as two other descriptors, moved to stdin and
+        # stdout inside: bubblewrap's own process keeps its stdout open, and the suite must
+        # see the implementation's close of its output as it happens.
+        stdin, stdout = (subprocess.DEVNULL, subprocess.DEVNULL) if self.sandboxed else \
+            theirs[:2]
         try:
             self.process = subprocess.Popen(
-                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=output_write,
-                cwd=cwd, env=environment, start_new_session=True, bufsize=0,
-                preexec_fn=_die_with_parent)
+                argv, stdin=stdin, stdout=stdout, stderr=output_write, cwd=cwd,
+                env=environment, start_new_session=True, bufsize=0,
+                pass_fds=theirs[:2] if self.sandboxed else (),
+                preexec_fn=functools.partial(_before_exec, confinement))
+        except BaseException:
+            remove_folder(self.folder or "")
+            for fd in (request_write, reply_read, output_read):
+                os.close(fd)
+            raise
         finally:
-            os.close(output_write)
-        assert self.process.stdin is not None and self.process.stdout is not None  # PIPEs
-        self._in = self.process.stdin.fileno()
-        self._out = self.process.stdout.fileno()
-        self._output = output_read
+            for fd in theirs:
+                os.close(fd)
+        STARTED.add(self.process.pid)
+        self._in, self._out, self._output = request_write, reply_read, output_read
         for fd in (self._in, self._out, self._output):
             os.set_blocking(fd, False)
         # A child nobody holds any more is ended with its session, not left idle.
-        self._finalizer = weakref.finalize(self, _end_session, self.process, output_read)
+        self._finalizer = weakref.finalize(self, _end_session, self.process,
+                                           (self._in, self._out, self._output), self.folder)
         self._output_open = True
         self._buffer = bytearray()  # read from the channel, not yet taken
         self._tail: collections.deque[bytes] = collections.deque()
         self._tail_size = 0
         self.output_bytes = 0  # all the process wrote besides the channel
+        self.left_behind = 0  # its descendants and strays ended with it or after a case
+        self.grown = False  # its processes' memory grew past the limit
+        self._swept = time.monotonic()
 
     # --- the channel -------------------------------------------------------------------
 
@@ -157,6 +205,11 @@ class Child:
         if status < 0:
             name = signal.Signals(-status).name if -status in signal.valid_signals() else ""
             return f"it was killed by signal {-status} {name} {when}".replace("  ", " ")
+        if self.sandboxed and status - 128 in signal.valid_signals():
+            # bubblewrap exits with 128 + the signal that killed what it ran.
+            name = signal.Signals(status - 128).name
+            return (f"it was killed by signal {status - 128} {name}, or exited with status "
+                    f"{status} (through the sandbox the two look alike) {when}")
         return f"it exited with status {status} {when}"
 
     # --- the end -----------------------------------------------------------------------
@@ -165,24 +218,88 @@ class Child:
         return self.process.poll() is None
 
     def kill(self) -> None:
-        """End the session and everything that still carries this child's token."""
+        """End its session, every process below it however it detached, and everything
+        that still carries this child's token."""
+        table = processes()
+        below = descendants(self.process.pid, table) if self.alive() else []
+        # Killed before its session, so that each is counted once, while it still runs; in
+        # a sandbox, the first two below are its PID namespace's init and the process itself,
+        # not anything left behind.
+        killed = kill_all(below, table)
+        self.left_behind += max(killed - 2 * self.sandboxed, 0)
         self._finalizer()
+        STARTED.discard(self.process.pid)
+        table = processes()
+        others = strays(table, STARTED)
+        self.left_behind += kill_all([pid for pid in others if pid not in below], table)
+        reap(others)
         for pid in _carrying(self.token):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
 
+    def sweep(self, every: float = SWEEP_SECONDS) -> None:
+        """After a case, at most every `every` seconds: end the processes its descendants
+        detached (handed back to the suite, its subreaper), and see whether its processes'
+        memory grew past the limit (`grown`)."""
+        if self.confinement is None or time.monotonic() - self._swept < every:
+            return
+        self._swept = time.monotonic()
+        table = processes()
+        others = strays(table, STARTED)
+        self.left_behind += kill_all(others, table)
+        reap(others)
+        if self.sandboxed:  # detached inside the sandbox: handed to its PID namespace's init
+            self.left_behind += kill_all(self._detached_in_sandbox(table), table)
+        tree = [self.process.pid, *descendants(self.process.pid, table)]
+        self.grown = _resident(tree) > self.confinement.memory_limit
 
-def _end_session(process: subprocess.Popen, output: int) -> None:
+    def _detached_in_sandbox(self, table) -> list[int]:
+        """The processes below the sandbox's init that are not below the process it
+        started first (the implementation's own): the ones that detached from it."""
+        inits = [pid for pid, (parent, _, _) in table.items() if parent == self.process.pid]
+        below = [pid for pid, (parent, _, _) in table.items() if parent in inits]
+        if len(below) < 2:
+            return []
+        first = min(below, key=_started)
+        return [pid for pid in below if pid != first for pid in (pid, *descendants(pid, table))]
+
+
+def _end_session(process: subprocess.Popen, ours: tuple[int, ...], folder: str | None) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signal.SIGKILL)
     with contextlib.suppress(subprocess.TimeoutExpired):
         process.wait(timeout=5)
-    for stream in (process.stdin, process.stdout):
-        if stream is not None:
-            with contextlib.suppress(OSError):
-                stream.close()
-    with contextlib.suppress(OSError):
-        os.close(output)
+    for fd in ours:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    if folder:
+        remove_folder(folder)
+
+
+def _before_exec(confinement: Confinement | None) -> None:
+    _die_with_parent()
+    if confinement is not None:
+        confinement.limit()
+
+
+def _started(pid: int) -> int:
+    """When a process started, in clock ticks since boot (Linux's /proc)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            text = f.read()
+        return int(text[text.rfind(b")") + 2:].split()[19])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _resident(pids: list[int]) -> int:
+    """The resident memory of these processes, in bytes (Linux's /proc; elsewhere 0)."""
+    total = 0
+    for pid in pids:
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            with open(f"/proc/{pid}/statm", "rb") as f:
+                total += int(f.read().split()[1]) * PAGE
+    return total
 
 
 def _die_with_parent() -> None:

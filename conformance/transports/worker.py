@@ -14,6 +14,7 @@ from gradient_conformance.conformance.outcome import Outcome
 from gradient_conformance.conformance.transports import calling, worker_process
 from gradient_conformance.conformance.transports.answers import answered, derivatives
 from gradient_conformance.conformance.transports.calling import LoadFailed
+from gradient_conformance.conformance.transports.confinement import Confinement, Ended
 from gradient_conformance.conformance.transports.process import Child, ChildFailed
 
 WORKER_PROCESS = "gradient_conformance.conformance.transports.worker_process"
@@ -26,11 +27,14 @@ class Worker:
     timeout, a crash or a reply that breaks the protocol, the worker's whole session is
     killed."""
 
-    def __init__(self, spec: str, base: str, timeout: float, load_timeout: float = LOAD_TIMEOUT):
+    def __init__(self, spec: str, base: str, timeout: float, load_timeout: float = LOAD_TIMEOUT,
+                 confinement: Confinement | None = None):
         self.spec, self.base, self.timeout, self.load_timeout = spec, base, timeout, load_timeout
+        self.confinement = confinement
         self.child: Child | None = None
         self.started = 0
         self.hello: dict = {}
+        self._ended = Ended()  # of the processes it started and ended
 
     @property
     def restarts(self) -> int:
@@ -38,7 +42,8 @@ class Worker:
 
     def start(self) -> dict:
         """Start the worker and load the module: what it said of itself, or LoadFailed."""
-        self.child = Child([sys.executable, "-m", WORKER_PROCESS], cwd=self.base)
+        self.child = Child([sys.executable, "-m", WORKER_PROCESS], cwd=self.base,
+                           confinement=self.confinement, own_folder=True)
         self.started += 1
         request = {"op": "hello", "spec": self.spec, "base": self.base,
                    "path": [p for p in sys.path if p]}
@@ -55,9 +60,21 @@ class Worker:
         self.hello = reply
         return reply
 
+    @property
+    def ended(self) -> Ended:
+        """What it had to end of the implementation's, its running process's included."""
+        now = self.child.left_behind if self.child is not None else 0
+        return Ended(self._ended.left_behind + now, self._ended.memory)
+
+    def sweep(self) -> None:
+        """End now what its process left running detached (at the end of each check)."""
+        if self.child is not None:
+            self.child.sweep(every=0)
+
     def stop(self) -> None:
         if self.child is not None:
             self.child.kill()
+            self._ended.left_behind += self.child.left_behind
             self.child = None
 
     close = stop
@@ -92,12 +109,24 @@ class Worker:
                 return answered("failure", f"the implementation could not be started again: "
                                 f"{problem}", "crash")
         try:
-            return self._exchange(header, payload, self.timeout, payload_limit=payload_limit)
+            got = self._exchange(header, payload, self.timeout, payload_limit=payload_limit)
         except ChildFailed as problem:
             output = self.child.output().strip() if self.child else ""
             self.stop()
             return answered("failure", f"{problem}" + (f"\nits output:\n{output}" if output
                                                       else ""), problem.reason)
+        self._after(got[0])
+        return got
+
+    def _after(self, reply: dict) -> None:
+        """A worker that ran out of memory, or whose memory grew past the limit, is started
+        again for the next case rather than left holding it (SPEC.md, "Isolation")."""
+        assert self.child is not None  # it just replied
+        self.child.sweep()
+        ran_out = str(reply.get("message", "")).startswith("it ran out of memory")
+        if ran_out or self.child.grown:
+            self._ended.memory += 1
+            self.stop()
 
     def case(self, source, buffers, declared) -> Outcome:
         listed, payload = worker_process.pack(buffers or {})
