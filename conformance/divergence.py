@@ -11,7 +11,6 @@ nodes know their lines. `save` writes the case file wherever the store is kept.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import pathlib
 import shlex
@@ -28,7 +27,7 @@ from gradient_conformance.reference.printer import format_expanded, format_trace
 from gradient_conformance.reference.program import Define, Program, cone, walk
 from gradient_conformance.reference.rules import rule_key
 from gradient_conformance.reference.tape import format_tape_case
-from gradient_conformance.reports.records import Divergence, visible
+from gradient_conformance.reports.records import Divergence, case_file_name, visible
 
 # Ops that move values about without computing: they are in every program's cone, and say
 # nothing about which rule is wrong.
@@ -78,7 +77,7 @@ def describe(check: str, test_id: str, finding: Finding) -> Divergence:
         expected_message=want.message, actual_message=got.message,
         elements=elements, highlight=highlight, trace=trace, expanded=expanded,
         signature=(check, finding.rule or "+".join(listed), kind), statements=len(statements),
-        ops=listed, case_text=case_text, case_name=_case_name(check, case_text, ".ir"))
+        ops=listed, case_text=case_text, case_name=case_file_name(check, case_text, ".ir"))
 
 
 def _describe_tape(check: str, test_id: str, finding: Finding) -> Divergence:
@@ -105,7 +104,7 @@ def _describe_tape(check: str, test_id: str, finding: Finding) -> Divergence:
         highlight=[elements[0].index + 1] if elements else [],
         signature=(check, subject, difference.kind if difference else "none"),
         statements=len(lines), case_text=case_text,
-        case_name=_case_name(check, case_text, ".json"))
+        case_name=case_file_name(check, case_text, ".json"))
 
 
 def subject(finding: Finding) -> tuple[str, str]:
@@ -151,12 +150,6 @@ def _inputs(slots, buffers) -> list[dict]:
         out.append({"slot": slot, "dtype": dtype, "shape": list(shape), "values": values,
                     "bits": cases.format_values(array, dtype).split()})
     return out
-
-
-def _case_name(check: str, text: str, suffix: str) -> str:
-    """One file a case: the check's name and the content's hash."""
-    slug = "".join(c if c.isalnum() or c in "-_" else "_" for c in check)[:60]
-    return f"{slug}-{hashlib.sha256(text.encode()).hexdigest()[:12]}{suffix}"
 
 
 def save(d: Divergence, folder: pathlib.Path, impl_spec: str,

@@ -30,9 +30,14 @@ class Totals:
         self.ulps: dict[str, dict] = {}
         self.figures: dict[str, dict] = {}
         self.divergences: list[Divergence] = []
+        # What had to be ended of the implementation: [processes left behind, restarts for
+        # memory] (SPEC.md, "Isolation").
+        self.ended = [0, 0]
 
     def take(self, record: dict) -> list[Divergence]:
-        """Add one check's record; its divergences (the first, then any more)."""
+        """Add one check's record; its divergences (the first, then any more). A record is
+        data from another process: ValueError, and nothing added, unless it is well formed."""
+        found = _checked(record)
         check = record["check"]
         per_check = self.outcomes.setdefault(check, {})
         per_check[record["outcome"]] = per_check.get(record["outcome"], 0) + 1
@@ -47,18 +52,43 @@ class Totals:
         for name, count in condition_counts(record.get("conditions")).items():
             per_check_conditions[name] = per_check_conditions.get(name, 0) + count
         self.ulps.update(record.get("ulps", {}))
+        for k, n in enumerate(record.get("ended", [])):
+            self.ended[k] += n
         for name, values in record.get("figures", {}).items():
             self.figures[name] = merge_figures(self.figures.get(name, {}), values)
-        if record.get("divergence") is None:
-            return []
-        more = record.get("more")
-        found = [divergence_from_dict(record["divergence"])] + [
-            divergence_from_dict(m) for m in (more if isinstance(more, list) else [])]
         for d in found:
             self.divergences.append(d)
             for op in d.ops:
                 self.ops.setdefault(op, {}).setdefault(check, [0, 0])[1] += 1
         return found
+
+
+def _checked(record) -> list[Divergence]:
+    """The divergences of a well-formed record, or ValueError saying what is wrong."""
+    if not isinstance(record, dict):
+        raise ValueError(f"a check's record is {type(record).__name__}, not an object")
+    for name, kind in (("check", str), ("outcome", str), ("cases", int), ("skip", str),
+                       ("ops", dict), ("ulps", dict), ("figures", dict), ("more", list)):
+        value = record.get(name, kind())
+        if not isinstance(value, kind) or isinstance(value, bool) or \
+                (name in ("check", "outcome") and not value):
+            raise ValueError(f"a check's record whose {name!r} is not a {kind.__name__}")
+    if not all(isinstance(k, str) and type(v) is int for k, v in record.get("ops", {}).items()):
+        raise ValueError("a check's record whose 'ops' are not op -> cases")
+    if not all(isinstance(v, dict) for v in (*record.get("ulps", {}).values(),
+                                             *record.get("figures", {}).values())):
+        raise ValueError("a check's record whose 'ulps' or 'figures' are not objects")
+    if not all(isinstance(v, int | float) and not isinstance(v, bool)
+               for figures in record.get("figures", {}).values() for v in figures.values()):
+        raise ValueError("a check's record whose figures are not numbers")
+    ended = record.get("ended", [0, 0])
+    if not isinstance(ended, list) or len(ended) != 2 or not all(
+            type(n) is int and n >= 0 for n in ended):
+        raise ValueError("a check's record whose 'ended' is not two counts")
+    if record.get("divergence") is None:
+        return []
+    return [divergence_from_dict(record["divergence"])] + [
+        divergence_from_dict(m) for m in record.get("more", [])]
 
 
 def condition_counts(value) -> dict[str, int]:

@@ -13,6 +13,7 @@ The format is the one of ../shared/spec/examples, extended by an error kind and 
 
 from __future__ import annotations
 
+import math
 import pathlib
 import re
 from dataclasses import dataclass, field
@@ -20,7 +21,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import exact
-from .errors import IRError
+from .errors import BuildError, IRError
+from .graph import MAX_ELEMENTS
 from .interp import NUMPY_DTYPES
 from .ops import POISON
 from .syntax import parse
@@ -66,8 +68,13 @@ def slots_of(statements) -> dict[int, tuple[str, tuple[int, ...]]]:
     for s in statements:
         if s.op == "buffer":
             shape = s.attr("shape", ())
-            slots[s.attr("slot")] = (s.attr("dtype"), (shape,) if isinstance(shape, int)
-                                     else tuple(shape))
+            shape = (shape,) if isinstance(shape, int) else tuple(shape)
+            # Checked before anything is allocated: a case of a few bytes may declare a
+            # buffer of gigabytes (SPEC.md, "Limits").
+            if all(isinstance(d, int) for d in shape) and math.prod(shape) > MAX_ELEMENTS:
+                raise BuildError(s.line, "shape", f"buffer shape {list(shape)} has more than "
+                                 f"{MAX_ELEMENTS} elements, the reference's limit")
+            slots[s.attr("slot")] = (s.attr("dtype"), shape)
     return slots
 
 

@@ -8,9 +8,10 @@ runs the suite against each system and hands the reports here.
 
 from __future__ import annotations
 
+import re
 from html import escape
 
-from gradient_conformance.reports.records import Report
+from gradient_conformance.reports.records import Report, visible
 
 
 def stem_of(spec: str) -> str:
@@ -41,12 +42,20 @@ def table(reports: dict[str, tuple[Report | None, str]]) -> tuple[list[str], lis
     return checks, rows
 
 
+def md(text) -> str:
+    """Text an implementation gave (its name, its version, a summary), as inert markdown:
+    on one line, with invisible characters shown as escapes, HTML's characters as entities
+    and markdown's escaped, so that it can neither break the table nor add markup."""
+    text = escape(visible(" ".join(str(text).split())), quote=False)
+    return re.sub(r"([\\`*_{}\[\]()#+!|~])", r"\\\1", text)
+
+
 def markdown(reports) -> str:
     checks, rows = table(reports)
     head = ["system", *[c.removeprefix("test_") for c in checks]]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in rows:
-        cells = [row[1].replace("|", "\\|")] + [c[0] for c in row[2:]]
+        cells = [md(row[1])] + [c[0] for c in row[2:]]
         lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
     lines.append("Cells: pass, fail or skipped; (passed/failed/skipped) for parametrized "
@@ -55,15 +64,15 @@ def markdown(reports) -> str:
     for row in rows:
         for check, (_, first) in zip(checks, row[2:], strict=True):
             if first:
-                lines.append(f"- **{row[1]}**, `{check.removeprefix('test_')}`: "
-                             f"{_one_line(first)}")
+                lines.append(f"- **{md(row[1])}**, `{check.removeprefix('test_')}`: "
+                             f"{md(_one_line(first))}")
     lines += ["", "What each system does instead, as diagnosed (SPEC.md, \"Diagnosis\"): the "
               "variants of the spec that reproduce its divergences bit for bit (several, "
               "when more than one does), with how many divergences each explains.", ""]
     named: dict[str, dict] = {}
     for report, _ in reports.values():
         if report is not None and report.divergences:
-            lines.append(f"- **{report.implementation.get('name')}**: " +
+            lines.append(f"- **{md(report.implementation.get('name'))}**: " +
                          "; ".join(findings(report)) + ".")
             named.update(variants_named(report))
     if named:

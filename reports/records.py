@@ -9,6 +9,7 @@ version rather than guess.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from dataclasses import asdict, dataclass, field, fields
@@ -114,6 +115,10 @@ class Report:
     # A fuzz run's news since the previous run of the same implementation (SPEC.md,
     # "Fuzzing"): previous (when it started), new and fixed (signatures, as text).
     changes: dict = field(default_factory=dict)
+    # Not empty when the run was cut short: what happened, and what did not run.
+    interrupted: str = ""
+    # What held the implementation in (SPEC.md, "Isolation"), and what it had to end.
+    confinement: str = ""
     schema: str = SCHEMA
 
 
@@ -121,12 +126,76 @@ def divergence_to_dict(d: Divergence) -> dict:
     return asdict(d)
 
 
-def divergence_from_dict(data: dict) -> Divergence:
-    known = {f.name for f in fields(Divergence)}
-    values = {k: v for k, v in data.items() if k in known}
-    values["elements"] = [Element(**e) for e in values.get("elements", [])]
-    values["signature"] = tuple(values.get("signature", ("", "", "")))
-    return Divergence(**values)
+def loads(text: str | bytes):
+    """JSON read back from a file or a process: ValueError (never RecursionError, which
+    JSON nested some thousand deep raises) when it is not JSON the suite can hold."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("JSON nested too deep to read") from None
+
+
+def case_file_name(check: str, text: str, suffix: str) -> str:
+    """The name a divergence's case file is saved under: its check and its content's hash.
+    Rebuilt by every reader from the content, never taken from a record, so that no record
+    can name a path."""
+    slug = "".join(c if c.isalnum() or c in "-_" else "_" for c in check)[:60]
+    return f"{slug}-{hashlib.sha256(text.encode('utf-8', 'replace')).hexdigest()[:12]}{suffix}"
+
+
+def _typed(cls, data, what: str) -> dict:
+    """The fields of `cls` in `data`, each of its field's type, or ValueError naming it."""
+    if not isinstance(data, dict):
+        raise ValueError(f"{what} is {type(data).__name__}, not an object")
+    values = {}
+    for f in fields(cls):
+        if f.name not in data:
+            continue
+        value, kind = data[f.name], _KINDS.get(str(f.type).split("[")[0].split(" |")[0])
+        if value is None and "None" in str(f.type):
+            values[f.name] = None
+        elif kind is not None and not (isinstance(value, kind) and not (
+                kind is int and isinstance(value, bool))):
+            raise ValueError(f"{what}'s {f.name!r} is {type(value).__name__}, not "
+                             f"{str(f.type).split('[')[0]}")
+        else:
+            values[f.name] = value
+    return values
+
+
+_KINDS = {"str": str, "int": int, "float": (int, float), "list": list, "dict": dict,
+          "tuple": (list, tuple), "bool": bool}
+
+
+def divergence_from_dict(data) -> Divergence:
+    """A divergence record read back (a report, a fuzz store, another process's record),
+    checked field by field: ValueError saying what is wrong. Its case file's name is rebuilt
+    from its content."""
+    values = _typed(Divergence, data, "a divergence record")
+    try:
+        values["elements"] = [Element(**_typed(Element, e, "a differing element"))
+                              for e in values.get("elements", [])]
+    except TypeError:
+        raise ValueError("a differing element without all of slot, index, expected, "
+                         "expected_bits, actual, actual_bits") from None
+    signature = values.get("signature", ["", "", ""])
+    if len(signature) != 3 or not all(isinstance(part, str) for part in signature):
+        raise ValueError("a divergence record's signature is not three strings")
+    values["signature"] = tuple(signature)
+    for name in ("highlight", "also", "ops", "inputs"):
+        kind = dict if name == "inputs" else int if name == "highlight" else str
+        if not all(isinstance(v, kind) for v in values.get(name, [])):
+            raise ValueError(f"a divergence record's {name!r} holds something not "
+                             f"{kind.__name__}")
+    text = values.get("case_text", "")
+    values["case_name"] = case_file_name(
+        values.get("check", ""), text,
+        ".json" if str(data.get("case_name", "")).endswith(".json") else ".ir") if text else ""
+    try:
+        return Divergence(**values)
+    except TypeError:
+        raise ValueError("a divergence record without all of check, test_id and summary") \
+            from None
 
 
 def diagnoses(divergences: list[Divergence]) -> list[dict]:
@@ -160,13 +229,18 @@ def to_json(report: Report) -> str:
 
 
 def from_json(text: str) -> Report:
-    data = json.loads(text)
+    """A JSON report read back, or ValueError saying what is wrong with it."""
+    data = loads(text)
+    if not isinstance(data, dict):
+        raise ValueError("a report is a JSON object")
     schema = str(data.get("schema", ""))
     if schema != SCHEMA:
         raise ValueError(f"a report of schema {schema!r}; this reader knows {SCHEMA!r}")
-    data["divergences"] = [divergence_from_dict(d) for d in data.get("divergences", [])]
-    known = {f.name for f in fields(Report)}
-    return Report(**{k: v for k, v in data.items() if k in known})
+    values = _typed(Report, data, "the report")
+    values["divergences"] = [divergence_from_dict(d) for d in values.get("divergences", [])]
+    if "implementation" not in values:
+        raise ValueError("a report without its implementation")
+    return Report(**values)
 
 
 VALUE_KINDS = frozenset({"bits", "nan", "signed-zero", "infinity", "value"})

@@ -21,6 +21,7 @@ from gradient_conformance.conformance.commands.replay import replay
 from gradient_conformance.conformance.transports.loading import load
 from gradient_conformance.reports.records import (
     Divergence,
+    case_file_name,
     divergence_from_dict,
     divergence_to_dict,
 )
@@ -85,8 +86,9 @@ def test_ctrl_c_writes_the_report(tmp_path):
     assert f"report written: {tmp_path / 'report.html'}" in stderr
     html = (tmp_path / "report.html").read_text()
     assert f'<h3 class="check">{CHECK}</h3>' in html
+    assert "This run was\ncut short" in html  # and so says the report
     assert "distinct divergences: " in stderr and " cases " in stderr and "/s" in stderr
-    assert process.returncode == 1
+    assert process.returncode == 2  # interrupted, as pytest's own status says it
 
 
 def test_progress_keeps_the_smallest_of_each_signature(tmp_path):
@@ -115,8 +117,9 @@ def test_progress_keeps_the_smallest_of_each_signature(tmp_path):
     assert report.ops["add"] == {CHECK: [15, 3]} and report.ops["mul"] == {CHECK: [0, 1]}
     # The store keeps the smallest of each signature, as it arrived: both cases of `sig`
     # were written (the big one first), and the smallest's record is the last written.
-    assert sorted(p.name for p in (tmp_path / "divergences").glob("*/*.ir")) == [
-        f"{CHECK}-1.ir", f"{CHECK}-2.ir", f"{CHECK}-3.ir"]
+    # Each named by its content, whatever name the record gave (SPEC.md, "Isolation").
+    assert sorted(p.name for p in (tmp_path / "divergences").glob("*/*.ir")) == sorted(
+        case_file_name(CHECK, text + "\n", ".ir") for text in ("a", "a\nb", "a\nb\nc"))
 
 
 def test_a_run_goes_on_from_the_store_it_finds(tmp_path):

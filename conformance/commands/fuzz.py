@@ -47,9 +47,11 @@ from gradient_conformance.reports.records import (
     Report,
     divergence_from_dict,
     divergence_to_dict,
+    loads,
     representatives,
     smallest_per_signature,
     to_json,
+    visible,
 )
 
 PROGRESS_EVERY = 5.0  # seconds between progress lines
@@ -68,32 +70,58 @@ def save_divergence(d: Divergence, folder: pathlib.Path) -> pathlib.Path:
     return path
 
 
-def stored(out: pathlib.Path) -> list[Divergence]:
+RECORD_BYTES = 16 << 20  # a stored record larger than this is not one the driver wrote
+
+
+def stored(out: pathlib.Path, problems: list[str] | None = None) -> list[Divergence]:
     """Every divergence record in the store under `out` (a fuzz run's OUT or its
-    divergences/)."""
+    divergences/). A file that is not a record the driver could have written (too large, a
+    link, not JSON, the wrong shape) is left out, and said in `problems`."""
     root = out / "divergences" if (out / "divergences").is_dir() else out
-    return [divergence_from_dict(json.loads(p.read_text()))
-            for p in sorted(root.glob("*/*.json"))]
+    found = []
+    for path in sorted(root.glob("*/*.json")):
+        try:
+            if path.is_symlink() or not path.is_file():
+                raise ValueError("not a plain file")
+            if path.stat().st_size > RECORD_BYTES:
+                raise ValueError(f"larger than {RECORD_BYTES >> 20} MiB")
+            found.append(divergence_from_dict(loads(path.read_bytes())))
+        except (OSError, ValueError, UnicodeDecodeError) as problem:
+            if problems is not None:
+                problems.append(f"{path}: left out of the store, {problem}")
+    return found
 
 
 def read_history(out: pathlib.Path) -> list[dict]:
-    """The lines of OUT/history.jsonl, oldest first; a line cut short by a kill is left out."""
+    """The lines of OUT/history.jsonl, oldest first; a line cut short by a kill, or not of
+    the shape the driver writes, is left out."""
     return _runs(_history_text(out))
 
 
 def _history_text(out: pathlib.Path) -> str:
     path = out / "history.jsonl"
-    return path.read_text() if path.is_file() else ""
+    if not path.is_file() or path.is_symlink():
+        return ""
+    with open(path, "rb") as f:
+        return f.read(HISTORY_BYTES).decode("utf-8", "replace")
+
+
+HISTORY_BYTES = 64 << 20
+_HISTORY_FIELDS = {"started": str, "spec": str, "implementation": str, "where": str,
+                   "signatures": dict}
 
 
 def _runs(text: str) -> list[dict]:
     runs = []
     for line in text.splitlines():
         try:
-            run = json.loads(line)
+            run = loads(line)
         except ValueError:
             continue
-        if isinstance(run, dict):
+        if isinstance(run, dict) and all(isinstance(run.get(k, kind()), kind)
+                                         for k, kind in _HISTORY_FIELDS.items()) and all(
+                isinstance(k, str) and isinstance(v, str)
+                for k, v in run.get("signatures", {}).items()):
             runs.append(run)
     return runs
 
@@ -110,8 +138,10 @@ class Progress:
         self.out, self.spec, self.where = out, spec, where
         self.totals = Totals()
         self.best: dict[tuple, Divergence] = {}  # of the signatures this run found
-        self.stored = {d.signature: d for d in smallest_per_signature(stored(out))} \
-            if out is not None else {}
+        self.problems: list[str] = []  # what could not be read back, said in the report
+        self.stored = {d.signature: d for d in smallest_per_signature(
+            stored(out, self.problems))} if out is not None else {}
+        self.interrupted = False
         self.implementation: dict = {}
         self.checks: list[str] | None = None  # the generated checks the sessions collected
         self.found = 0
@@ -120,16 +150,28 @@ class Progress:
 
     def take(self, message) -> None:
         sender, kind, *body = message
-        if kind == "hello":
+        if not body:
+            return
+        if kind == "hello" and isinstance(body[0], dict) and all(
+                isinstance(body[0].get(k, ""), str) for k in ("name", "version", "spec")):
             self.implementation = body[0]
-        elif kind == "checks":
+        elif kind == "checks" and isinstance(body[0], list) and all(
+                isinstance(c, str) for c in body[0]):
             self.checks = body[0]
-        elif kind == "done":
+        elif kind == "done" and type(body[0]) is int:
             self.exits.append(body[0])
         elif kind == "failed":
-            self.failures.append(f"{sender}: {body[0]}")
+            self.failures.append(f"{sender}: {visible(str(body[0]))[:4000]}")
+        elif kind == "note":
+            self.problems.append(visible(str(body[0]))[:4000])
         elif kind == "record":
-            for d in self.totals.take(body[0]):
+            try:
+                found = self.totals.take(body[0])
+            except ValueError as problem:
+                self.problems.append(f"a record from fuzzing process or task {sender} left "
+                                     f"out: {problem}")
+                return
+            for d in found:
                 self.found += 1
                 self._keep(d)
 
@@ -204,13 +246,17 @@ class Progress:
                  "simpler one's explain ('also seen as' lists the rest). 'failed' counts "
                  "those shown."]
         notes += [f"{c} skipped: {why}" for c, why in sorted(skipped.items())]
+        notes += self.problems
         # Named by its spec until a session says more (none may have started).
         implementation = self.implementation or {"name": self.spec, "version": "",
                                                  "spec": self.spec, "capabilities": {}}
         return Report(implementation=implementation, profile="fuzz",
                       started=self.started.isoformat(timespec="seconds"), seconds=elapsed,
                       checks=checks, ops=self.totals.ops, ulps=self.totals.ulps,
-                      divergences=shown, notes=notes, changes=changes or {})
+                      divergences=shown, notes=notes, changes=changes or {},
+                      interrupted=(f"interrupted (Ctrl-C) after {elapsed:.0f} s of the "
+                                   "minutes asked for: the checks ran only so far"
+                                   if self.interrupted else ""))
 
 
 def fuzz(spec: str, *, minutes: float, jobs: int = 1, out: pathlib.Path,
@@ -265,6 +311,7 @@ def fuzz(spec: str, *, minutes: float, jobs: int = 1, out: pathlib.Path,
     except _Refused as why:
         refused = str(why)
     except KeyboardInterrupt:
+        progress.interrupted = True
         print("interrupted: writing the report", file=log, flush=True)
     finally:
         if not refused:
@@ -292,6 +339,8 @@ def _end(progress: Progress, out: pathlib.Path, report: pathlib.Path | None, tim
     """The run's last line, its report (with what changed since the previous run) and its
     line of history."""
     print(progress.line(), file=log, flush=True)
+    for problem in progress.problems:
+        print(problem, file=log, flush=True)
     earlier = _history_text(out)
     changes = progress.changes(_runs(earlier))
     if changes:
@@ -357,13 +406,15 @@ def report_from_folders(folders: list[pathlib.Path]) -> Report:
     """A report of the divergences saved under `folders` (each a fuzz run's OUT or its
     divergences/): for collecting the runs of several machines, or rereading a run killed
     before it wrote its report. Cases per check are not on disk, so they are not shown."""
-    found = [d for folder in folders for d in stored(folder)]
+    problems: list[str] = []
+    found = [d for folder in folders for d in stored(folder, problems)]
     shown = representatives(found)
     checks: dict[str, dict[str, int]] = {}
     for d in shown:
         checks.setdefault(d.check, {"failed": 0})["failed"] += 1
     notes = [f"Collected from {', '.join(map(str, folders))}: {len(found)} saved divergences, "
-             f"{len(smallest_per_signature(found))} signatures, shown as {len(shown)}."]
+             f"{len(smallest_per_signature(found))} signatures, shown as {len(shown)}.",
+             *problems]
     return Report(implementation={"name": "(collected)", "version": "", "spec": "",
                                   "capabilities": {}}, profile="fuzz", checks=checks,
                   divergences=shown, notes=notes)
@@ -423,6 +474,8 @@ def run(args) -> int:
                     batch=args.batch, rounds=args.rounds, timeout=args.case_timeout,
                     paths=tuple(args.paths), scheduler=args.scheduler,
                     task_seconds=args.task_seconds)
+    if progress.interrupted:
+        return 2  # as pytest's own exit status for an interrupted run
     return 1 if progress.best else 0
 
 

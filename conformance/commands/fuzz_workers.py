@@ -10,33 +10,77 @@ or a task's number), its kind ("checks", "hello", "record", "done", "failed"), i
 
 from __future__ import annotations
 
-import contextlib
 import json
 import multiprocessing
 import os
-import queue as queues
+import secrets
 import signal
 import subprocess
 import sys
 import time
+from multiprocessing.connection import wait
 
 import pytest
 
 from gradient_conformance.conformance import plugin
+from gradient_conformance.reports.records import loads
 
 # What a task may take beyond its seconds before it is stopped: starting the interpreter,
 # the suite and the implementation, and the last batch under way.
 TASK_GRACE = 120.0
+STOP_GRACE = 10.0  # past a run's deadline, before its sessions are stopped
+KINDS = ("checks", "hello", "record", "done", "failed", "note")
+# A task's results come back only when it ends, and it may start late on a busy worker.
+CLUSTER_GRACE = 60.0
+MESSAGE_BYTES = 64 << 20  # one message (a check's record) at most
 # The task's process: the suite's session, told what to do by one JSON line on stdin.
 _TASK_MAIN = "from gradient_conformance.conformance.commands.fuzz_workers import task_main; " \
     "task_main()"
 
 
+VALUE_BYTES = 64 << 10  # a database value larger than this is left out when read
+
+
 def open_database(spec: str | None):
-    """A Hypothesis example database from `--database`: none, redis://..., or a folder."""
+    """A Hypothesis example database from `--database`: none, redis://..., or a folder,
+    read through `bounded`."""
+    return None if spec is None or spec == "none" else bounded(_database(spec))
+
+
+def bounded(inner):
+    """`inner`, its values read back only up to VALUE_BYTES each: a database is shared (a
+    folder, a Redis server), and what it holds is data, not trusted. Hypothesis's reader
+    takes time quadratic in a junk value's size (a 1 MiB value of 0xff bytes cost a run
+    minutes); a value Hypothesis wrote is far smaller. The count of values left out is
+    `inner_skipped` on the database returned."""
+    from hypothesis.database import ExampleDatabase
+
+    class Bounded(ExampleDatabase):
+        def __init__(self):
+            super().__init__()
+            self.skipped = 0
+
+        def fetch(self, key: bytes):
+            for value in inner.fetch(key):
+                if isinstance(value, bytes | bytearray) and len(value) <= VALUE_BYTES:
+                    yield value
+                else:
+                    self.skipped += 1
+
+        def save(self, key: bytes, value: bytes) -> None:
+            inner.save(key, value)
+
+        def delete(self, key: bytes, value: bytes) -> None:
+            inner.delete(key, value)
+
+        def move(self, src: bytes, dest: bytes, value: bytes) -> None:
+            inner.move(src, dest, value)
+
+    return Bounded()
+
+
+def _database(spec: str):
     from hypothesis.database import DirectoryBasedExampleDatabase
-    if spec is None or spec == "none":
-        return None
     if spec.startswith("redis://"):
         try:
             import redis
@@ -90,9 +134,10 @@ class FuzzLoop:
         from hypothesis import HealthCheck, Phase, Verbosity, settings
 
         # Quiet: the falsifying examples are in the records, not on the terminal.
+        database = open_database(self.database)
         base = settings(settings.get_profile("default"), max_examples=self.batch,
                         deadline=None, derandomize=False,
-                        database=open_database(self.database), verbosity=Verbosity.quiet,
+                        database=database, verbosity=Verbosity.quiet,
                         print_blob=False, suppress_health_check=list(HealthCheck))
         generating = settings(base, phases=[Phase.generate, Phase.target, Phase.shrink])
         # The next batch looks again: a failing check's own further looks would only
@@ -119,6 +164,10 @@ class FuzzLoop:
                 self.running = None
                 if item in self.skipped:
                     batches.pop(item, None)
+        if database is not None and database.skipped:
+            self.send("note", f"{database.skipped} values of the Hypothesis database larger "
+                      f"than {VALUE_BYTES >> 10} KiB were left out, not replayed: not what "
+                      "Hypothesis writes (SPEC.md, \"Fuzzing\")")
         return True
 
 
@@ -133,43 +182,82 @@ def session(arguments: list[str], loop: dict, send) -> int:
 # --- on this machine ---------------------------------------------------------------------
 
 
-def _process(worker: int, arguments: list[str], loop: dict, messages) -> None:
+def _process(worker: int, arguments: list[str], loop: dict, channel, nonce: str) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the driver decides when to stop
     code = 3
+
+    def send(*message):
+        channel.send_bytes(json.dumps([nonce, *message]).encode())
+
     try:
-        code = session(arguments, loop, lambda *message: messages.put((worker, *message)))
+        code = session(arguments, loop, send)
     finally:
-        messages.put((worker, "done", code))
+        send("done", code)
 
 
-def in_processes(jobs: int, arguments: list[str], loop: dict, take, tick) -> None:
-    """Run the sessions in `jobs` processes of this machine until each is done."""
+def in_processes(jobs: int, arguments: list[str], loop: dict, take, tick, *,
+                 target=None) -> None:
+    """Run the sessions in `jobs` processes of this machine until each is done, or until
+    the run's deadline and STOP_GRACE more (then they are stopped, and a "failed" message
+    says so). Messages come back as JSON bytes, never pickles, each carrying the run's
+    nonce: a process the implementation started that writes into a session's pipe can
+    neither run code in the driver nor pass for the session unless it read the nonce."""
     context = multiprocessing.get_context("spawn")
-    messages = context.Queue()
-    workers = [context.Process(target=_process, daemon=True,
-                               args=(k, arguments, {**loop, "parent": os.getpid()}, messages))
+    nonce = secrets.token_hex(16)
+    channels = [context.Pipe(duplex=False) for _ in range(jobs)]
+    workers = [context.Process(target=target or _process, daemon=True,
+                               args=(k, arguments, {**loop, "parent": os.getpid()},
+                                     channels[k][1], nonce))
                for k in range(jobs)]
-    done = 0
+    open_ = {channels[k][0]: k for k in range(jobs)}
+    finished: set[int] = set()
     try:
         for w in workers:
             w.start()
-        while done < jobs:
-            try:
-                message = messages.get(timeout=1.0)
-            except queues.Empty:
-                if not any(w.is_alive() for w in workers):
-                    break
-            else:
-                done += message[1] == "done"
-                take(message)
+        for _, sending in channels:
+            sending.close()
+        while len(finished) < jobs and open_:
+            if time.time() > loop["deadline"] + STOP_GRACE:
+                for k, w in enumerate(workers):
+                    if w.is_alive():
+                        take((k, "failed", f"still running {STOP_GRACE:.0f} s after the "
+                              "run's deadline, and stopped"))
+                break
+            for ready in wait(list(open_), timeout=1.0):
+                reader = next(r for r in open_ if r is ready)  # the Connection waited on
+                k = open_[reader]
+                try:
+                    data = reader.recv_bytes(MESSAGE_BYTES)
+                except (EOFError, OSError) as problem:
+                    del open_[reader]
+                    if k not in finished:
+                        take((k, "failed", "its session ended without saying it was done"
+                              + (f" ({problem})" if str(problem) else "")))
+                    continue
+                message = _message(k, data, nonce)
+                if message is not None:
+                    if message[1] == "done":
+                        finished.add(k)
+                    take(message)
             tick()
     finally:
         for w in workers:
             if w.is_alive():
-                w.terminate()
-        with contextlib.suppress(Exception):
-            while True:
-                take(messages.get_nowait())
+                w.kill()
+        for reader in open_:
+            reader.close()
+
+
+def _message(sender: int, data: bytes, nonce: str) -> tuple | None:
+    """A session's message, if it is one: JSON, a list, the run's nonce, a known kind."""
+    try:
+        message = loads(data)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(message, list) or len(message) < 2 or message[0] != nonce or \
+            message[1] not in KINDS:
+        return None
+    return (sender, *message[1:])
 
 
 # --- on a Dask cluster -------------------------------------------------------------------
@@ -180,7 +268,9 @@ def run_task(number: int, arguments: list[str], loop: dict, seconds: float, cwd:
     its own (a crash of the implementation, or of pytest, is the task's alone), in the
     driver's folder where this machine has it. Its messages, as the session sent them; a
     session that could not start adds its stderr as a "failed" message."""
-    task = {"arguments": arguments, "loop": {**loop, "deadline": time.time() + seconds}}
+    nonce = secrets.token_hex(16)
+    task = {"arguments": arguments, "loop": {**loop, "deadline": time.time() + seconds},
+            "nonce": nonce}
     try:
         done = subprocess.run([sys.executable, "-c", _TASK_MAIN], input=json.dumps(task),
                               capture_output=True, text=True, timeout=seconds + TASK_GRACE,
@@ -189,9 +279,10 @@ def run_task(number: int, arguments: list[str], loop: dict, seconds: float, cwd:
     except subprocess.TimeoutExpired as late:
         out, err, code = _text(late.stdout), _text(late.stderr), None
     messages = []
-    for line in out.splitlines():
-        with contextlib.suppress(ValueError):  # a line cut short by a kill
-            messages.append((number, *json.loads(line)))
+    for line in out.splitlines():  # a line cut short by a kill, or not the session's: left
+        message = _message(number, line.encode(), nonce)
+        if message is not None:
+            messages.append(message)
     if code is None:
         messages.append((number, "failed", f"the task ran past its {seconds:.0f} s and "
                          f"{TASK_GRACE:.0f} s more, and was stopped"))
@@ -211,7 +302,7 @@ def task_main() -> None:
     out = os.fdopen(os.dup(1), "w")
 
     def send(*message):
-        out.write(json.dumps(message) + "\n")
+        out.write(json.dumps([task["nonce"], *message]) + "\n")
         out.flush()
 
     code = 3
@@ -269,7 +360,7 @@ def on_cluster(client, arguments: list[str], loop: dict, take, tick, *, task_sec
     pending: dict = {}
     number = 0
     try:
-        while time.time() < deadline + task_seconds + TASK_GRACE:
+        while time.time() < deadline + CLUSTER_GRACE:
             # nthreads() counts every worker; scheduler_info() lists only the first few.
             threads = sum(client.nthreads().values())
             left = deadline - time.time()
@@ -291,8 +382,8 @@ def on_cluster(client, arguments: list[str], loop: dict, take, tick, *, task_sec
             tick()
             time.sleep(0.5)
         else:
-            print(f"{len(pending)} tasks still running long after the run's end: left",
-                  file=log, flush=True)
+            print(f"{len(pending)} tasks still running {CLUSTER_GRACE:.0f} s after the run's "
+                  "deadline: cancelled, their cases lost", file=log, flush=True)
     finally:
         for future in pending:
             future.cancel()

@@ -15,8 +15,10 @@ from gradient_conformance.conformance.commands.suite import load_implementation
 from gradient_conformance.conformance.outcome import Outcome, compare
 from gradient_conformance.conformance.running import Reading
 from gradient_conformance.reference import cases, exact
+from gradient_conformance.reference.errors import IRError
 from gradient_conformance.reference.printer import format_trace
 from gradient_conformance.reference.tape import load_tape_case
+from gradient_conformance.reports.records import visible
 
 
 def replay(impl, path: str, *, trace: bool = False, diagnose: bool = False) -> tuple[bool, str]:
@@ -24,7 +26,12 @@ def replay(impl, path: str, *, trace: bool = False, diagnose: bool = False) -> t
     (.json). `diagnose`: when it diverges, say which variant of the spec gives the same."""
     if str(path).endswith(".json"):
         return replay_tape(impl, path, diagnose=diagnose)
-    case = cases.load_case(path)
+    try:
+        case = cases.load_case(path)
+        if case.error is None:  # its buffers' sizes, before anything is allocated
+            cases.buffer_slots(case.source)
+    except IRError as problem:
+        raise ValueError(f"{path}: {problem}") from None
     if case.error is None and not case.run_error and not case.outputs and not case.near:
         raise ValueError(f"{path} has no `#: out`, `#: near`, `#: error` or `#: run-error` "
                          "line: nothing to compare (gradient-conformance spec \"Case "
@@ -148,6 +155,7 @@ def run(args) -> int:
         agrees, text = replay(impl, args.case, trace=args.trace, diagnose=args.diagnose)
     finally:
         impl.close()
-    print(text)
+    # What the case file and the implementation said, escapes shown, never run by the terminal.
+    print(visible(text))
     return 0 if agrees else 1
 

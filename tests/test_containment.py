@@ -1,0 +1,324 @@
+"""The implementation contained: its memory, its processes, its files and environment, and
+everything read back from it or from disk. SPEC.md, "Isolation" and "Fuzzing".
+
+Each test runs a hostile implementation (tests/hostile/) or reads a hostile file that got
+through before these limits, and looks at what it could do.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from gradient_conformance.conformance.commands import fuzz as fuzzing
+from gradient_conformance.conformance.commands import fuzz_workers
+from gradient_conformance.conformance.totals import Totals
+from gradient_conformance.conformance.transports.confinement import (
+    Confinement,
+    bwrap_usable,
+    default_memory_limit,
+    parse_size,
+    shown_size,
+)
+from gradient_conformance.reports import matrix
+from gradient_conformance.reports.records import (
+    Divergence,
+    divergence_from_dict,
+    divergence_to_dict,
+    from_json,
+    loads,
+)
+from tests.conftest import ROOT, suite
+
+HERE = ROOT / "tests" / "hostile"
+SANDBOX = bwrap_usable()
+needs_bwrap = pytest.mark.skipif(not SANDBOX, reason="bubblewrap is not installed here, or "
+                                 "cannot make a sandbox (make test installs it as root)")
+
+
+def _alive(marker: str) -> str:
+    return subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout
+
+
+# --- processes ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("sandbox", ["none", pytest.param("bwrap", marks=needs_bwrap)])
+def test_a_detached_grandchild_is_killed_before_it_can_write(sandbox, tmp_path):
+    """It forks twice, calls setsid(), drops the suite's token and waits to overwrite the
+    report: as subreaper (no sandbox) or through the PID namespace, the suite ends it."""
+    report, marker = tmp_path / "r.json", f"hostile-grandchild-{os.getpid()}-{time.time_ns()}"
+    env = {**os.environ, "HOSTILE_TARGET": str(report), "HOSTILE_MARKER": marker}
+    code, output, _ = suite(str(HERE / "leaves_a_grandchild.py"), "-k", "exact_programs",
+                            "-q", f"--report-json={report}", f"--sandbox={sandbox}",
+                            "--pass-env=HOSTILE_TARGET", "--pass-env=HOSTILE_MARKER", env=env)
+    assert code == 0, output[-3000:]
+    # The shell, and the sleep it runs, at least.
+    killed = re.search(r"(\d+) process(?:es)? it left running killed", output)
+    assert killed and int(killed.group(1)) >= 1, output[-3000:]
+    time.sleep(5)  # past the grandchild's four seconds
+    assert _alive(marker) == "", "the grandchild outlived the suite"
+    assert "tampered" not in report.read_text()
+    assert from_json(report.read_text()).confinement.endswith(killed.group())
+
+
+@needs_bwrap
+def test_the_sandbox_keeps_files_and_secrets_out_of_reach(tmp_path):
+    planted = ROOT / "conformance" / "checks" / "conftest_planted.py"
+    report = tmp_path / "r.json"
+    env = {**os.environ, "HOSTILE_TARGET": str(tmp_path), "HOSTILE_PLANT": "1",
+           "SECRET_TOKEN": "hunter2"}
+    try:
+        code, output, _ = suite(str(HERE / "writes_everywhere.py"), "-k", "exact_programs",
+                                "-q", f"--report-json={report}", "--pass-env=HOSTILE_TARGET",
+                                "--pass-env=HOSTILE_PLANT", "--sandbox=bwrap", env=env,
+                                cwd=tmp_path)
+        assert not planted.exists() and not (tmp_path / "planted.txt").exists()
+    finally:
+        planted.unlink(missing_ok=True)
+    assert code == 0, output[-3000:]
+    said = from_json(report.read_text())
+    version = said.implementation["version"]
+    assert "could not write planted.txt: Read-only file system" in version
+    assert "could not write conftest_planted.py: Read-only file system" in version
+    assert "secret not given" in version and f"cwd {tmp_path}" not in version
+    assert said.confinement.startswith("in a bubblewrap sandbox")
+
+
+def test_without_a_sandbox_the_environment_is_still_scrubbed_and_memory_limited(tmp_path):
+    """Under -n 2, each of the two shares the default; the report says the limit they had."""
+    report = tmp_path / "r.json"
+    env = {**os.environ, "HOSTILE_TARGET": "/nonexistent", "HOSTILE_PLANT": "1",
+           "SECRET_TOKEN": "hunter2"}  # neither passed on
+    code, output, _ = suite(str(HERE / "writes_everywhere.py"), "-k", "exact_programs", "-q",
+                            f"--report-json={report}", "--sandbox=none", "-n", "2", env=env,
+                            cwd=tmp_path)
+    assert code == 0, output[-3000:]
+    said = from_json(report.read_text())
+    version = said.implementation["version"]
+    assert "secret not given" in version and f"cwd {tmp_path}" not in version
+    assert "hunter2" not in output
+    assert f"data limit {default_memory_limit(2)}" in version
+    assert f"memory limited to {shown_size(default_memory_limit(2))}" in said.confinement
+
+
+def test_memory_past_the_limit_is_a_failure_and_a_fresh_worker(tmp_path):
+    code, output, _ = suite(str(HERE / "allocates.py"), "-k", "exact_programs or op_form_recip",
+                            "-q", "--memory-limit=1G", "--max-examples=3",
+                            "--conformance-load-timeout=30")
+    assert code == 1, output[-3000:]
+    assert "it ran out of memory" in output
+    started_again = re.search(r"started again (\d+) times? after running out of memory", output)
+    assert started_again and int(started_again.group(1)) >= 2, output[-3000:]
+
+
+def test_sizes_and_a_demanded_sandbox_are_usage_errors():
+    assert parse_size("1.5G") == 3 << 29 and parse_size("512M") == 512 << 20
+    for bad in ("lots", "12Q", "1K"):
+        with pytest.raises(ValueError):
+            parse_size(bad)
+    with pytest.raises(ValueError, match="sandbox must be one of"):
+        Confinement(1 << 30, "docker")
+    code, output, _ = suite(str(HERE / "identity.py"), "--memory-limit=lots", "-q")
+    assert code == 4 and "--conformance-memory-limit" in output and "not a size" in output
+
+
+# --- interrupted runs ---------------------------------------------------------------------
+
+
+def _interrupted(impl: str, after: float, tmp_path, *args) -> tuple[int, str]:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gradient_conformance", f"--impl={impl}", "-q", "-p",
+         "no:cacheprovider", *args], cwd=tmp_path, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    time.sleep(after)
+    process.send_signal(signal.SIGINT)
+    output, _ = process.communicate(timeout=120)
+    return process.returncode, output
+
+
+def test_ctrl_c_in_the_first_check_writes_a_report_that_says_so(tmp_path):
+    code, output = _interrupted(str(HERE / "c_loop.py"), 10, tmp_path, "-k",
+                                "exact_programs or op_form_recip", "--case-timeout=60",
+                                "--report=r.html", "--report-json=r.json")
+    assert code == 2, output[-3000:]
+    report = from_json((tmp_path / "r.json").read_text())
+    assert report.interrupted.startswith("interrupted")
+    assert "did not run" in report.interrupted and "test_case_file" in report.interrupted
+    page = (tmp_path / "r.html").read_text()
+    assert "This run was\ncut short" in page and "every check agreed" not in page
+    assert "this run was cut short" in output
+
+
+@pytest.mark.parametrize("after", [0.3, 1.0, 2.0])
+def test_ctrl_c_at_start_up_is_no_traceback(after, tmp_path):
+    code, output = _interrupted("gradient_conformance.implementations.fast", after, tmp_path,
+                                "-k", "exact_programs")
+    assert code == 2, output[-3000:]
+    assert "Traceback" not in output, output[-3000:]
+
+
+# --- what is read back --------------------------------------------------------------------
+
+
+def _record(**changes) -> dict:
+    d = Divergence(check="test_x", test_id="test_x", summary="s", source="%a = ...",
+                   case_text="%a = buffer slot=0 dtype=f32\n", case_name="test_x-1.ir",
+                   signature=("test_x", "add", "bits"), statements=1)
+    return {**divergence_to_dict(d), **changes}
+
+
+def test_a_record_names_no_path_its_case_file_is_named_by_its_content(tmp_path):
+    """A fuzzing session's record (another process's data) with a case name that climbs
+    out of the store: the driver stores the case under the name its content gives."""
+    out = tmp_path / "out"
+    progress = fuzzing.Progress(out, "impl")
+    record = {"check": "test_x", "outcome": "failed", "cases": 1,
+              "divergence": _record(case_name="../../../escaped.ir")}
+    progress.take((0, "record", record))
+    written = sorted(p.relative_to(out) for p in out.rglob("*") if p.is_file())
+    assert not (tmp_path / "escaped.ir").exists() and not any(
+        "escaped" in str(p) for p in written)
+    assert any(str(p).endswith(".ir") and p.parts[0] == "divergences" for p in written)
+
+
+@pytest.mark.parametrize("record", [
+    [], {"check": 3, "outcome": "failed"}, {"check": "x", "outcome": "failed", "cases": "7"},
+    {"check": "x", "outcome": "passed", "ops": {"add": "many"}},
+    {"check": "x", "outcome": "passed", "figures": {"f": {"max_x": "big"}}},
+    {"check": "x", "outcome": "failed", "divergence": {"check": "x"}},
+    {"check": "x", "outcome": "failed", "divergence": _record(signature=[1, 2, 3])},
+    {"check": "x", "outcome": "failed", "divergence": _record(elements=[{"slot": "0"}])},
+    {"check": "x", "outcome": "passed", "ended": [-1, 0]},
+])
+def test_a_malformed_record_is_refused_whole(record):
+    totals = Totals()
+    with pytest.raises(ValueError):
+        totals.take(record)
+    assert totals.outcomes == {} and totals.divergences == []
+
+
+def test_a_fuzz_driver_leaves_out_a_malformed_record_and_says_so(tmp_path):
+    progress = fuzzing.Progress(tmp_path / "out", "impl")
+    progress.take((1, "record", {"check": "x", "outcome": "failed", "cases": "lots"}))
+    progress.take((1, "hello", ["not", "a", "dict"]))
+    progress.take((1, "done", "zero"))
+    assert progress.found == 0 and progress.implementation == {} and progress.exits == []
+    assert any("left out" in p and "'cases'" in p for p in progress.report().notes)
+
+
+def test_json_nested_deep_is_a_clear_error_not_a_recursion_error():
+    with pytest.raises(ValueError, match="nested too deep"):
+        loads("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(ValueError):
+        from_json('{"schema": "gradient-conformance-report/1", "implementation": '
+                  + "[" * 100_000 + "]" * 100_000 + "}")
+
+
+def test_bad_files_in_a_store_are_named_and_left_out(tmp_path, capsys):
+    """A record of valid JSON but the wrong shape, a link, and a history line whose
+    signatures are a list: each later fuzz run and `report` goes on, naming the file."""
+    out = tmp_path / "out"
+    good = out / "divergences" / "aaaa" / "0001-good.json"
+    good.parent.mkdir(parents=True)
+    good.write_text(json.dumps(_record()))
+    (out / "divergences" / "bbbb").mkdir()
+    (out / "divergences" / "bbbb" / "0001-wrong.json").write_text('{"check": ["x"]}')
+    (out / "divergences" / "bbbb" / "0002-deep.json").write_text("[" * 50_000)
+    (out / "divergences" / "bbbb" / "0003-link.json").symlink_to(good)
+    (out / "history.jsonl").write_text(
+        '{"started": "2026-01-01", "spec": "impl", "signatures": ["x"]}\n'
+        '{"started": "2026-01-02", "spec": "impl", "signatures": {"aaaa": "test_x / add"}}\n')
+    problems: list[str] = []
+    assert [d.summary for d in fuzzing.stored(out, problems)] == ["s"]
+    assert len(problems) == 3 and all("left out of the store" in p for p in problems)
+    assert "0001-wrong.json" in problems[0]
+    assert [r["started"] for r in fuzzing.read_history(out)] == ["2026-01-02"]
+    report = fuzzing.report_from_folders([out])
+    assert len(report.divergences) == 1 and sum("left out" in n for n in report.notes) == 3
+
+
+def test_a_session_s_messages_must_carry_the_run_s_nonce():
+    assert fuzz_workers._message(0, json.dumps(["n1", "done", 0]).encode(), "n1") == (0, "done", 0)
+    for forged in (["n2", "done", 0], ["n1", "exec", "rm -rf ~"], "n1", [], b"\xff"):
+        data = forged if isinstance(forged, bytes) else json.dumps(forged).encode()
+        assert fuzz_workers._message(0, data, "n1") is None
+
+
+def test_huge_database_values_are_left_out(tmp_path):
+    from hypothesis.database import DirectoryBasedExampleDatabase
+    inner = DirectoryBasedExampleDatabase(str(tmp_path))
+    inner.save(b"key", b"\x00\x01")
+    inner.save(b"key", b"\xff" * (1 << 20))
+    database = fuzz_workers.bounded(inner)
+    assert list(database.fetch(b"key")) == [b"\x00\x01"] and database.skipped == 1
+
+
+def test_the_driver_stops_sessions_at_the_deadline():
+    """A session that never ends (a batch stuck on a slow database value, say) is stopped
+    STOP_GRACE seconds after the run's deadline, and said to have been."""
+    taken: list = []
+    started = time.monotonic()
+    fuzz_workers.in_processes(1, [], {"deadline": time.time() + 1}, taken.append, lambda: None,
+                              target=_never_done)
+    assert time.monotonic() - started < fuzz_workers.STOP_GRACE + 30
+    assert any(m[1] == "failed" and "after the run's deadline" in m[2] for m in taken), taken
+
+
+def _never_done(worker, arguments, loop, channel, nonce) -> None:
+    time.sleep(600)
+
+
+def test_a_huge_declared_buffer_is_refused_before_anything_is_allocated(tmp_path):
+    case = tmp_path / "huge.ir"
+    case.write_text("%a = buffer slot=0 dtype=f32 shape=[20000,20000]\n%x = load %a\n"
+                    "store %a %x\n#: run-error\n")
+    run = subprocess.run([sys.executable, "-m", "gradient_conformance", "replay", str(case),
+                          "--impl=gradient_conformance.implementations.fast"],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2 and "line 1" in run.stderr and "16777216" in run.stderr
+    assert "Traceback" not in run.stderr
+
+
+def test_replay_shows_a_case_s_escapes_rather_than_sending_them(tmp_path):
+    case = tmp_path / "escape.ir"
+    case.write_text("%a = buffer slot=0 dtype=f32\n%x = load %a\nstore %a %x\n"
+                    "#: error invalid \x1b[2J\x1b]0;pwned\x07\n")
+    run = subprocess.run([sys.executable, "-m", "gradient_conformance", "replay", str(case),
+                          "--impl=gradient_conformance.implementations.fast"],
+                         capture_output=True, text=True, timeout=120)
+    assert "\x1b" not in run.stdout and "\\x1b[2J" in run.stdout, run.stdout
+
+
+def test_the_matrix_markdown_is_inert_whatever_a_system_calls_itself():
+    name = "evil <img src=x onerror=alert(1)>\n| injected | row |"
+    assert "<img" not in matrix.md(name) and "\n" not in matrix.md(name)
+    assert matrix.md(name).count("|") == matrix.md(name).count("\\|")
+
+
+def test_a_linked_gitignore_is_replaced_not_written_through(tmp_path):
+    target = tmp_path / "precious.txt"
+    target.write_text("keep me\n")
+    (tmp_path / ".gradient-conformance").mkdir()
+    (tmp_path / ".gradient-conformance" / ".gitignore").symlink_to(target)
+    code, output, _ = suite(str(HERE / "identity.py"), "-k", "exact_programs", "-q",
+                            cwd=tmp_path)
+    assert code == 1, output[-2000:]  # it fails: the run went through
+    assert target.read_text() == "keep me\n", output[-2000:]
+    assert (tmp_path / ".gradient-conformance" / ".gitignore").read_text() == "*\n"
+    assert not (tmp_path / ".gradient-conformance" / ".gitignore").is_symlink()
+
+
+def test_a_report_read_back_keeps_no_path_of_a_record():
+    d = divergence_from_dict(_record(case_name="/etc/passwd"))
+    assert d.case_name.startswith("test_x-") and "/" not in d.case_name
+    assert pathlib.PurePath(d.case_name).name == d.case_name
