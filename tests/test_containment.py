@@ -163,7 +163,9 @@ def test_ctrl_c_in_the_first_check_writes_a_report_that_says_so(tmp_path):
 def test_ctrl_c_at_start_up_is_no_traceback(after, tmp_path):
     code, output = _interrupted("gradient_conformance.implementations.fast", after, tmp_path,
                                 "-k", "exact_programs")
-    assert code == 2, output[-3000:]
+    # On a loaded machine the signal may come before Python has its handler: then the
+    # process ends by the signal itself, which is clean too.
+    assert code in (2, -signal.SIGINT), output[-3000:]
     assert "Traceback" not in output, output[-3000:]
 
 

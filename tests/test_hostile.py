@@ -75,7 +75,7 @@ def test_reports_are_written_whatever_the_implementation_says(name, tmp_path):
 @pytest.mark.parametrize("sandbox", ["none", "bwrap"])
 def test_a_daemonizing_server_leaves_nothing_running(sandbox):
     """Without a sandbox it serves, and is killed at the end; in one, the sandbox ends with
-    the process it started, and the server with it: a usage error that says it exited."""
+    the process it started, and the server with it, and the run says it exited."""
     if sandbox == "bwrap" and not bwrap_usable():
         pytest.skip("bubblewrap is not installed here, or cannot make a sandbox")
     marker = f"hostile-daemon-{os.getpid()}-{time.time_ns()}"
@@ -84,7 +84,9 @@ def test_a_daemonizing_server_leaves_nothing_running(sandbox):
     if sandbox == "none":
         assert code == 0, output[-3000:]
     else:
-        assert code == 4 and "exited with status 0 before it replied" in output, output
+        # Refused at start, or (when the daemon answered the first request before the
+        # sandbox ended) a failure of the first case: either way it says why.
+        assert code in (1, 4) and "it exited with status 0 before it" in output, output
     time.sleep(0.5)
     left = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True)
     assert left.stdout.strip() == "", f"still running: {left.stdout}"

@@ -222,6 +222,7 @@ class Child:
         that still carries this child's token."""
         table = processes()
         below = descendants(self.process.pid, table) if self.alive() else []
+        serving = set(self._serving(strays(table, STARTED)))  # before its pipes are closed
         # Killed before its session, so that each is counted once, while it still runs; in
         # a sandbox, the first two below are its PID namespace's init and the process itself,
         # not anything left behind.
@@ -231,7 +232,9 @@ class Child:
         STARTED.discard(self.process.pid)
         table = processes()
         others = strays(table, STARTED)
-        self.left_behind += kill_all([pid for pid in others if pid not in below], table)
+        self.left_behind += kill_all([pid for pid in others if pid not in below and
+                                      pid not in serving], table)
+        kill_all([pid for pid in others if pid in serving], table)
         reap(others)
         for pid in _carrying(self.token):
             with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -245,13 +248,30 @@ class Child:
             return
         self._swept = time.monotonic()
         table = processes()
-        others = strays(table, STARTED)
+        # A server that handed its pipes to a daemon of its own: the daemon is the
+        # implementation now, not something left behind.
+        others = [pid for pid in strays(table, STARTED) if pid not in self._serving(
+            strays(table, STARTED))]
         self.left_behind += kill_all(others, table)
         reap(others)
         if self.sandboxed:  # detached inside the sandbox: handed to its PID namespace's init
             self.left_behind += kill_all(self._detached_in_sandbox(table), table)
         tree = [self.process.pid, *descendants(self.process.pid, table)]
         self.grown = _resident(tree) > self.confinement.memory_limit
+
+    def _serving(self, pids: list[int]) -> list[int]:
+        """Those of `pids` that hold this child's channel: its daemon, if it made one."""
+        try:
+            channel = {f"pipe:[{os.fstat(fd).st_ino}]" for fd in (self._in, self._out)}
+        except OSError:
+            return []
+        holding = []
+        for pid in pids:
+            with contextlib.suppress(OSError):
+                folder = f"/proc/{pid}/fd"
+                if any(os.readlink(f"{folder}/{fd}") in channel for fd in os.listdir(folder)):
+                    holding.append(pid)
+        return holding
 
     def _detached_in_sandbox(self, table) -> list[int]:
         """The processes below the sandbox's init that are not below the process it

@@ -8,14 +8,15 @@ import os
 import pathlib
 import resource
 
-from gradient_conformance.conformance import checks
+import gradient_conformance
 from gradient_conformance.implementations.fast import CAPABILITIES, build  # noqa: F401
 
 NAME = "writes-everywhere"
 reached = []
 targets = [pathlib.Path(os.environ.get("HOSTILE_TARGET", "/nonexistent")) / "planted.txt"]
 if os.environ.get("HOSTILE_PLANT"):  # only where a sandbox must stop it
-    targets.append(pathlib.Path(checks.__file__).parent / "conftest_planted.py")
+    targets.append(pathlib.Path(gradient_conformance.__file__).parent / "conformance" / "checks"
+                   / "conftest_planted.py")
 for path in targets:
     try:
         path.write_text("planted\n")
