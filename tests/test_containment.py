@@ -20,6 +20,7 @@ import pytest
 
 from gradient_conformance.conformance.commands import fuzz as fuzzing
 from gradient_conformance.conformance.commands import fuzz_workers
+from gradient_conformance.conformance.commands.suite import suite_arguments
 from gradient_conformance.conformance.totals import Totals
 from gradient_conformance.conformance.transports.confinement import (
     Confinement,
@@ -256,6 +257,23 @@ def test_a_session_s_messages_must_carry_the_run_s_nonce():
         assert fuzz_workers._message(0, data, "n1") is None
 
 
+def test_a_record_forged_into_a_task_s_stdout_is_not_taken(tmp_path):
+    """The implementation writes a made-up record into every pipe of its parent (a fuzzing
+    task's stdout among them), with no sandbox to stop it: the driver takes only lines that
+    carry the task's nonce."""
+    arguments = suite_arguments([f"--impl={HERE / 'forges_records.py'}", "--case-timeout=10",
+                                 "--profile=dev", "-p", "no:cacheprovider", "-q",
+                                 "--sandbox=none", f"--cases-out={tmp_path / 'cases'}"])
+    messages = fuzz_workers.run_task(0, arguments, {"batch": 3, "rounds": 1, "database": None,
+                                                    "checks": ["test_gradients_bit_for_bit"]},
+                                     60, str(tmp_path))
+    kinds = [m[1] for m in messages]
+    assert "done" in kinds and "record" in kinds, messages
+    # (Its line may be quoted, as the junk it wrote into its own replies; never taken.)
+    divergences = [m[2].get("divergence") or {} for m in messages if m[1] == "record"]
+    assert not any(d.get("test_id") == "forged" for d in divergences), divergences
+
+
 def test_huge_database_values_are_left_out(tmp_path):
     from hypothesis.database import DirectoryBasedExampleDatabase
     inner = DirectoryBasedExampleDatabase(str(tmp_path))
@@ -324,3 +342,17 @@ def test_a_report_read_back_keeps_no_path_of_a_record():
     d = divergence_from_dict(_record(case_name="/etc/passwd"))
     assert d.case_name.startswith("test_x-") and "/" not in d.case_name
     assert pathlib.PurePath(d.case_name).name == d.case_name
+
+
+def test_fuzz_passes_its_containment_on_to_every_session():
+    """--jobs 2 share the machine's default; a size is checked once, by the driver."""
+    import argparse
+    parser = argparse.ArgumentParser()
+    fuzzing.add_parser(parser.add_subparsers())
+    args = parser.parse_args(["fuzz", "--impl=x", "--minutes=1", "--jobs=2", "--sandbox=none",
+                              "--pass-env=A", "--pass-env=B"])
+    assert fuzzing.contained(args) == ("--sandbox=none", "--pass-env=A", "--pass-env=B",
+                                       f"--memory-limit={default_memory_limit(2)}")
+    args = parser.parse_args(["fuzz", "--impl=x", "--minutes=1", "--memory-limit=lots"])
+    with pytest.raises(ValueError, match="not a size"):
+        fuzzing.contained(args)

@@ -263,6 +263,7 @@ def fuzz(spec: str, *, minutes: float, jobs: int = 1, out: pathlib.Path,
          report: pathlib.Path | None = None, database: str | None = "default",
          checks: list[str] | None = None, batch: int = 50, rounds: int | None = None,
          timeout: float = 20.0, paths: tuple[str, ...] = (), scheduler: str | None = None,
+         contained: tuple[str, ...] = (),
          task_seconds: float = 60.0, log=sys.stderr) -> Progress:
     """Fuzz `spec` for `minutes` in `jobs` processes, or as tasks of `task_seconds` on the
     Dask cluster at `scheduler`, with the installed checks and those in `paths`; write the
@@ -278,7 +279,7 @@ def fuzz(spec: str, *, minutes: float, jobs: int = 1, out: pathlib.Path,
         paths = tuple(_absolute(p) or p for p in paths)
     arguments = suite_arguments([f"--impl={spec}", f"--case-timeout={timeout}", "--profile=dev",
                                  "-p", "no:cacheprovider", "-q",
-                                 f"--cases-out={out / 'divergences'}", *paths])
+                                 f"--cases-out={out / 'divergences'}", *contained, *paths])
     loop = dict(deadline=time.time() + 60 * minutes, batch=batch, rounds=rounds,
                 database=database, checks=checks)
     client = connect(scheduler) if scheduler is not None else None
@@ -448,6 +449,15 @@ def add_parser(commands) -> None:
                         "the [cluster] extra), instead of in --jobs processes here")
     parser.add_argument("--task-seconds", type=float, default=60.0,
                         help="with --scheduler: how long each task fuzzes (default 60)")
+    parser.add_argument("--memory-limit", default=None, metavar="SIZE",
+                        help="as the suite's: the most memory each implementation's process "
+                        "may take (default half the machine's, shared among the jobs)")
+    parser.add_argument("--sandbox", default="auto", choices=["auto", "bwrap", "none"],
+                        help="as the suite's: bubblewrap where it works (default), insist, "
+                        "or none")
+    parser.add_argument("--pass-env", action="append", default=[], metavar="NAME",
+                        help="as the suite's: an environment variable the implementation is "
+                        "given; again for more")
     parser.add_argument("paths", nargs="*", metavar="CHECK_FILE",
                         help="check files of your own to fuzz beside the installed ones")
 
@@ -473,10 +483,25 @@ def run(args) -> int:
                     report=report, database=args.database, checks=args.checks,
                     batch=args.batch, rounds=args.rounds, timeout=args.case_timeout,
                     paths=tuple(args.paths), scheduler=args.scheduler,
-                    task_seconds=args.task_seconds)
+                    task_seconds=args.task_seconds, contained=contained(args))
     if progress.interrupted:
         return 2  # as pytest's own exit status for an interrupted run
     return 1 if progress.best else 0
+
+
+def contained(args) -> tuple[str, ...]:
+    """The suite's containment options, as fuzz was given them (SPEC.md, "Isolation"); a
+    bad size a usage error here, rather than in every session."""
+    from gradient_conformance.conformance.transports.confinement import (
+        default_memory_limit,
+        parse_size,
+    )
+    out = [f"--sandbox={args.sandbox}", *(f"--pass-env={n}" for n in args.pass_env)]
+    if args.memory_limit is not None:
+        out.append(f"--memory-limit={parse_size(args.memory_limit)}")
+    elif args.scheduler is None:  # the jobs share this machine; a cluster's worker, its own
+        out.append(f"--memory-limit={default_memory_limit(args.jobs or 1)}")
+    return tuple(out)
 
 
 def add_report_parser(commands) -> None:
