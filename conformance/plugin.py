@@ -174,6 +174,7 @@ class Run:
         self.more_looks = MORE_LOOKS
         self.interrupted = ""  # what happened, when the run was cut short
         self.ended_sent = (0, 0)  # this process's Ended, as far as its records have told
+        self.reported: set[str] = set()  # the node ids a record came for
 
     def _cases_dir(self) -> pathlib.Path:
         option = self.config.getoption
@@ -220,6 +221,7 @@ class Run:
             return
         for name, value in report.user_properties:
             if name == PROPERTY:
+                self.reported.add(report.nodeid)
                 record = json.loads(value)
                 self.take(record)
                 self.config.hook.pytest_gradient_conformance_record(record=record)
@@ -229,14 +231,20 @@ class Run:
             return
         if exitstatus == pytest.ExitCode.INTERRUPTED:
             # Cut short, even in its first check: a report that says so, and what did not run.
-            ran = self.totals.outcomes if self.totals is not None else {}
-            left = sorted({check_name(i) for i in session.items if is_check(i)} - set(ran))
+            left: dict[str, list[int]] = {}  # check -> [instances not run, instances]
+            for item in (i for i in session.items if is_check(i)):
+                counts = left.setdefault(check_name(item), [0, 0])
+                counts[0] += item.nodeid not in self.reported
+                counts[1] += 1
+            unrun = [f"{name}" + (f" ({n} of {total})" if total > 1 else "")
+                     for name, (n, total) in sorted(left.items()) if n]
             self.interrupted = (
                 "interrupted (Ctrl-C, or a signal) after "
                 f"{time.monotonic() - self.clock:.0f} s; "
-                + (f"{len(left)} checks did not run: {', '.join(left)}" if left else
+                + (f"these checks did not run, or not all their instances: {', '.join(unrun)}"
+                   if unrun else
                    "the checks that did not run are not known here (xdist)" if not
-                   session.items else "every check had begun"))
+                   session.items else "every check had run"))
             if self.totals is None:
                 from gradient_conformance.conformance.totals import Totals
                 self.totals = Totals()
