@@ -1,22 +1,22 @@
 """Correct (the fast implementation), but at import it tries to reach what it must not: it
 writes a file into the folder HOSTILE_TARGET names (the user's) and, given HOSTILE_PLANT, a
 module into the installed checks; it reads SECRET_TOKEN from its environment, and its
-limit on memory. What it
-managed to do it says in its VERSION, which the report shows."""
+limit on memory. What it managed to do it says in its VERSION, which the report shows."""
 
+import importlib.util
 import os
 import pathlib
 import resource
 
-import gradient_conformance
 from gradient_conformance.implementations.fast import CAPABILITIES, build  # noqa: F401
 
 NAME = "writes-everywhere"
 reached = []
 targets = [pathlib.Path(os.environ.get("HOSTILE_TARGET", "/nonexistent")) / "planted.txt"]
 if os.environ.get("HOSTILE_PLANT"):  # only where a sandbox must stop it
-    targets.append(pathlib.Path(gradient_conformance.__file__).parent / "conformance" / "checks"
-                   / "conftest_planted.py")
+    # Found by name, not imported: nothing may import the checks.
+    checks = importlib.util.find_spec("gradient_conformance.conformance.checks")
+    targets.append(pathlib.Path(checks.submodule_search_locations[0]) / "conftest_planted.py")
 for path in targets:
     try:
         path.write_text("planted\n")
