@@ -298,24 +298,23 @@ def _never_done(worker, arguments, loop, channel, nonce) -> None:
     time.sleep(600)
 
 
+def _replayed(case: pathlib.Path, text: str) -> subprocess.CompletedProcess:
+    case.write_text(text)
+    return subprocess.run([sys.executable, "-m", "gradient_conformance", "replay", str(case),
+                           "--impl=gradient_conformance.implementations.fast"],
+                          capture_output=True, text=True, timeout=120)
+
+
 def test_a_huge_declared_buffer_is_refused_before_anything_is_allocated(tmp_path):
-    case = tmp_path / "huge.ir"
-    case.write_text("%a = buffer slot=0 dtype=f32 shape=[20000,20000]\n%x = load %a\n"
-                    "store %a %x\n#: run-error\n")
-    run = subprocess.run([sys.executable, "-m", "gradient_conformance", "replay", str(case),
-                          "--impl=gradient_conformance.implementations.fast"],
-                         capture_output=True, text=True, timeout=120)
+    run = _replayed(tmp_path / "huge.ir", "%a = buffer slot=0 dtype=f32 shape=[20000,20000]\n"
+                    "%x = load %a\nstore %a %x\n#: run-error\n")
     assert run.returncode == 2 and "line 1" in run.stderr and "16777216" in run.stderr
     assert "Traceback" not in run.stderr
 
 
 def test_replay_shows_a_case_s_escapes_rather_than_sending_them(tmp_path):
-    case = tmp_path / "escape.ir"
-    case.write_text("%a = buffer slot=0 dtype=f32\n%x = load %a\nstore %a %x\n"
-                    "#: error invalid \x1b[2J\x1b]0;pwned\x07\n")
-    run = subprocess.run([sys.executable, "-m", "gradient_conformance", "replay", str(case),
-                          "--impl=gradient_conformance.implementations.fast"],
-                         capture_output=True, text=True, timeout=120)
+    run = _replayed(tmp_path / "escape.ir", "%a = buffer slot=0 dtype=f32\n%x = load %a\n"
+                    "store %a %x\n#: error invalid \x1b[2J\x1b]0;pwned\x07\n")
     assert "\x1b" not in run.stdout and "\\x1b[2J" in run.stdout, run.stdout
 
 

@@ -27,14 +27,14 @@ from gradient_conformance.conformance.transports.jsonlines import (
     encode_tape,
     whole,
 )
-from gradient_conformance.conformance.transports.process import Child, ChildFailed
+from gradient_conformance.conformance.transports.process import Child, ChildFailed, Holding
 
 
 def _no_constants(name: str):
     raise ValueError(f"{name} is not JSON")
 
 
-class Command:
+class Command(Holding):
     """A long-lived process that speaks the protocol; `case` and `backprop` give Outcomes."""
 
     def __init__(self, argv: list[str], *, timeout: float, cwd: str | None = None,
@@ -186,19 +186,5 @@ class Command:
             return {int(k): decode_buffer(v) for k, v in got["buffers"].items()}
         return run
 
-    @property
-    def ended(self) -> Ended:
-        """What it had to end of the implementation's, its running process's included."""
-        now = self.child.left_behind if self.child is not None else 0
-        return Ended(self._ended.left_behind + now, self._ended.memory)
-
-    def sweep(self) -> None:
-        """End now what its process left running detached (at the end of each check)."""
-        if self.child is not None:
-            self.child.sweep(every=0)
-
     def close(self) -> None:
-        if self.child is not None:
-            self.child.kill()
-            self._ended.left_behind += self.child.left_behind
-            self.child = None
+        self._let_go()

@@ -26,6 +26,7 @@ import weakref
 
 from gradient_conformance.conformance.transports.confinement import (
     Confinement,
+    Ended,
     become_subreaper,
     descendants,
     kill_all,
@@ -282,6 +283,33 @@ class Child:
             return []
         first = min(below, key=_started)
         return [pid for pid in below if pid != first for pid in (pid, *descendants(pid, table))]
+
+
+class Holding:
+    """What the transports that hold a started process (worker.py, command.py) share: the
+    process, what they had to end of the implementation's (SPEC.md, "Isolation"), and the
+    sweep at the end of each check."""
+
+    child: Child | None
+    _ended: Ended  # of the processes it started and ended
+
+    @property
+    def ended(self) -> Ended:
+        """What it had to end of the implementation's, its running process's included."""
+        now = self.child.left_behind if self.child is not None else 0
+        return Ended(self._ended.left_behind + now, self._ended.memory)
+
+    def sweep(self) -> None:
+        """End now what its process left running detached (at the end of each check)."""
+        if self.child is not None:
+            self.child.sweep(every=0)
+
+    def _let_go(self) -> None:
+        """Kill its process, and everything that process left, counted."""
+        if self.child is not None:
+            self.child.kill()
+            self._ended.left_behind += self.child.left_behind
+            self.child = None
 
 
 def _end_session(process: subprocess.Popen, ours: tuple[int, ...], folder: str | None) -> None:

@@ -15,13 +15,13 @@ from gradient_conformance.conformance.transports import calling, worker_process
 from gradient_conformance.conformance.transports.answers import answered, derivatives
 from gradient_conformance.conformance.transports.calling import LoadFailed
 from gradient_conformance.conformance.transports.confinement import Confinement, Ended
-from gradient_conformance.conformance.transports.process import Child, ChildFailed
+from gradient_conformance.conformance.transports.process import Child, ChildFailed, Holding
 
 WORKER_PROCESS = "gradient_conformance.conformance.transports.worker_process"
 LOAD_TIMEOUT = 120.0  # importing a framework (PyTorch, TensorFlow) can take far longer than a case
 
 
-class Worker:
+class Worker(Holding):
     """A Python module in a worker process (its far side: worker_process.py), started at the
     first request and again after any failure that killed it. Every request has a deadline; on a
     timeout, a crash or a reply that breaks the protocol, the worker's whole session is
@@ -60,22 +60,8 @@ class Worker:
         self.hello = reply
         return reply
 
-    @property
-    def ended(self) -> Ended:
-        """What it had to end of the implementation's, its running process's included."""
-        now = self.child.left_behind if self.child is not None else 0
-        return Ended(self._ended.left_behind + now, self._ended.memory)
-
-    def sweep(self) -> None:
-        """End now what its process left running detached (at the end of each check)."""
-        if self.child is not None:
-            self.child.sweep(every=0)
-
     def stop(self) -> None:
-        if self.child is not None:
-            self.child.kill()
-            self._ended.left_behind += self.child.left_behind
-            self.child = None
+        self._let_go()
 
     close = stop
 
