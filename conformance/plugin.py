@@ -282,7 +282,8 @@ class Run:
             lines.append(f"contained: {self.confinement_words()}")
         if self.impl.restarts:
             lines.append(f"the implementation was started again {self.impl.restarts} times, "
-                         "after crashes, timeouts or replies that broke the protocol")
+                         "after crashes, timeouts, replies that broke the protocol, or memory "
+                         "past its limit")
         if lines:
             terminalreporter.section("conformance figures")
             for line in lines:

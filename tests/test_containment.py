@@ -355,3 +355,14 @@ def test_fuzz_passes_its_containment_on_to_every_session():
     args = parser.parse_args(["fuzz", "--impl=x", "--minutes=1", "--memory-limit=lots"])
     with pytest.raises(ValueError, match="not a size"):
         fuzzing.contained(args)
+
+
+def test_a_worker_whose_memory_grew_past_the_limit_starts_afresh():
+    code, output, _ = suite(str(HERE / "maps_a_file.py"), "-k", "exact_programs", "-q",
+                            "--memory-limit=200M")
+    # Every answer right, but its memory too much at every start: the check stops after
+    # ten restarts, and fails saying so.
+    assert code == 1 and "started again 10 times in this check" in output, output[-3000:]
+    grown = re.search(r"started again (\d+) times? after running out of memory or growing "
+                      r"past the limit", output)
+    assert grown and int(grown.group(1)) >= 1, output[-3000:]
