@@ -242,9 +242,10 @@ class Run:
                 "interrupted (Ctrl-C, or a signal) after "
                 f"{time.monotonic() - self.clock:.0f} s; "
                 + (f"these checks did not run, or not all their instances: {', '.join(unrun)}"
-                   if unrun else
-                   "the checks that did not run are not known here (xdist)" if not
-                   session.items else "every check had run"))
+                   if unrun else "every check had run" if session.items else
+                   "the checks that did not run are not known here (xdist)"
+                   if self.config.getoption("dist", "no") != "no" else
+                   "before the checks were collected"))
             if self.totals is None:
                 from gradient_conformance.conformance.totals import Totals
                 self.totals = Totals()

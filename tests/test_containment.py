@@ -14,6 +14,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -135,22 +136,40 @@ def test_sizes_and_a_demanded_sandbox_are_usage_errors():
 # --- interrupted runs ---------------------------------------------------------------------
 
 
-def _interrupted(impl: str, after: float, tmp_path, *args) -> tuple[int, str]:
+def _interrupted(impl: str, after: float, tmp_path, *args, once: str = "") -> tuple[int, str]:
+    """SIGINT `after` seconds after the start, or after the output first shows `once` (so
+    that a loaded machine's slow start does not move the moment)."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "gradient_conformance", f"--impl={impl}", "-q", "-p",
+        [sys.executable, "-m", "gradient_conformance", f"--impl={impl}", "-p",
          "no:cacheprovider", *args], cwd=tmp_path, stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, text=True,
+        stderr=subprocess.STDOUT,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    lines: list[str] = []
+    seen = threading.Event()
+
+    def read() -> None:  # by chunks: pytest names a check before the line ends
+        assert process.stdout is not None
+        while chunk := os.read(process.stdout.fileno(), 4096):
+            lines.append(chunk.decode(errors="replace"))
+            if once and once in "".join(lines[-2:]):
+                seen.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    if once:
+        assert seen.wait(300), "".join(lines)[-3000:]
     time.sleep(after)
     process.send_signal(signal.SIGINT)
-    output, _ = process.communicate(timeout=120)
-    return process.returncode, output
+    process.wait(timeout=120)
+    reader.join(timeout=60)
+    return process.returncode, "".join(lines)
 
 
 def test_ctrl_c_in_the_first_check_writes_a_report_that_says_so(tmp_path):
-    code, output = _interrupted(str(HERE / "c_loop.py"), 10, tmp_path, "-k",
+    # -v names each check as it begins: the signal comes 3 s into the first.
+    code, output = _interrupted(str(HERE / "c_loop.py"), 3, tmp_path, "-v", "-k",
                                 "exact_programs or op_form_recip", "--case-timeout=60",
-                                "--report=r.html", "--report-json=r.json")
+                                "--report=r.html", "--report-json=r.json", once="::test_")
     assert code == 2, output[-3000:]
     report = from_json((tmp_path / "r.json").read_text())
     assert report.interrupted.startswith("interrupted")
@@ -163,7 +182,7 @@ def test_ctrl_c_in_the_first_check_writes_a_report_that_says_so(tmp_path):
 @pytest.mark.parametrize("after", [0.3, 1.0, 2.0])
 def test_ctrl_c_at_start_up_is_no_traceback(after, tmp_path):
     code, output = _interrupted("gradient_conformance.implementations.fast", after, tmp_path,
-                                "-k", "exact_programs")
+                                "-q", "-k", "exact_programs")
     # On a loaded machine the signal may come before Python has its handler: then the
     # process ends by the signal itself, which is clean too.
     assert code in (2, -signal.SIGINT), output[-3000:]
