@@ -251,8 +251,9 @@ class Child:
         table = processes()
         # A server that handed its pipes to a daemon of its own: the daemon is the
         # implementation now, not something left behind.
-        others = [pid for pid in strays(table, STARTED) if pid not in self._serving(
-            strays(table, STARTED))]
+        detached = strays(table, STARTED)
+        serving = set(self._serving(detached))
+        others = [pid for pid in detached if pid not in serving]
         self.left_behind += kill_all(others, table)
         reap(others)
         if self.sandboxed:  # detached inside the sandbox: handed to its PID namespace's init
