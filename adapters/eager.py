@@ -110,7 +110,8 @@ class Backend:
     def broadcast(self, value, shape, dtype: str):
         raise NotImplementedError
 
-    def grad(self, y, x):
+    def gradient(self, y, x):
+        """A `gradient y x` statement's value."""
         raise NotImplementedError
 
     def index(self, value) -> int:
@@ -180,7 +181,7 @@ class RecordingBackend(Backend):
     def broadcast(self, value, shape, dtype):
         return self._make("broadcast", [value], {"shape": tuple(shape), "dtype": dtype})
 
-    def grad(self, y, x):
+    def gradient(self, y, x):
         return Value(self.grad_array(y, x), "gradient", [x], {"y": y, "x": x})
 
 
@@ -245,7 +246,8 @@ class Program:
                 args = [self._value(o, env) for o in s.operands[1:]]
                 value = self._block(function, dict(zip(params, args, strict=True)), memory)
             elif s.op == "gradient":
-                value = b.grad(self._value(s.operands[0], env), self._value(s.operands[1], env))
+                value = b.gradient(self._value(s.operands[0], env),
+                                   self._value(s.operands[1], env))
             else:
                 value = b.op(s.op, [self._value(o, env) for o in s.operands], dict(s.attrs))
             env[s.target] = value

@@ -36,6 +36,7 @@ of your system, not the kit's).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from typing import ClassVar
 
 import numpy as np
@@ -52,6 +53,7 @@ from gradient_conformance.adapters.eager import (
     reduce_axes,
     shape_of,
 )
+from gradient_conformance.adapters.lowering import Flat, Lowering
 
 __all__ = ["FRAMEWORK_CAPABILITIES", "Framework", "FunctionalFramework"]
 
@@ -61,34 +63,43 @@ DERIVED = frozenset({"element", "with_element", "broadcast"})
 
 
 def _apply_op(f, name: str, values: list, attrs):
-    """An IR op, with its attributes, applied to framework f's values through its table."""
+    """An IR op, with its attributes, applied to framework f's values through its table (or,
+    for a flat system, lowered onto it)."""
+    attrs = dict(attrs or {})
+    if name == "reduce":
+        rank = len(values[0].shape if f.flat else f.shape(values[0]))
+        attrs = {"op": attrs["op"], "axes": reduce_axes(attrs, rank),
+                 "keepdims": attrs.get("axis") is not None}
+        if not attrs["axes"]:  # a reduce over no axes is its operand (ir.md)
+            return values[0]
+    elif name in ("expand", "reshape"):
+        attrs = {"shape": shape_of(attrs["shape"])}
+    if f.flat:
+        return Lowering(f).op(name, values, attrs)
     if name not in f.ops:
         raise NotImplementedError(f"{f.name} has no {name} in its adapter's table")
     fn = f.ops[name]
     if name not in KEYWORD_OPS:
         return fn(*values)
-    a, attrs = values[0], dict(attrs)
-    if name == "reduce":
-        axes = reduce_axes(attrs, len(f.shape(a)))
-        if not axes:  # a reduce over no axes is its operand (ir.md)
-            return a
-        return fn(a, op=attrs["op"], axes=axes, keepdims=attrs.get("axis") is not None)
+    a = values[0]
     if name in ("cast", "bitcast"):
         return fn(a, dtype=f.dtypes[attrs["dtype"]])
-    return fn(a, shape=shape_of(attrs["shape"]))
+    return fn(a, **attrs)
 
 
 class _Common:
-    """What both kinds of framework give and derive."""
+    """What every kind of system gives and derives."""
 
     name = "framework"
     version = ""
     capabilities = FRAMEWORK_CAPABILITIES
+    flat = False  # True: your values are flat arrays, and the kit lowers shapes onto them
     dtypes: ClassVar[dict] = {}  # "f32", "i32", "bool" -> your dtype objects
     ops: ClassVar[dict] = {}  # IR op name -> your function (the module's docstring)
 
     def tensor(self, array: np.ndarray):
-        """Your system's value of a numpy array (f32, int32 or bool; any rank, 0 included)."""
+        """Your system's value of a numpy array (f32, int32 or bool; any rank, 0 included;
+        flat: always rank 1)."""
         raise NotImplementedError
 
     def numpy(self, value) -> np.ndarray:
@@ -125,11 +136,15 @@ class _Common:
 
     def get_element(self, a, index: int):
         """Element `index` of a, flattened: a load with an index."""
+        if self.flat:
+            return Lowering(self).element(a, index)
         return self.ops["reshape"](a, shape=(-1,))[index]
 
     def set_element(self, a, index: int, e):
         """a with element `index` (flattened) replaced by the scalar e, out of place: a store
         with an index."""
+        if self.flat:
+            return Lowering(self).with_element(a, index, e)
         shape = self.shape(a)
         size = int(np.prod(shape))
         mask = np.zeros(size, np.bool_)
@@ -144,21 +159,35 @@ class _Common:
 
     def broadcast_to(self, a, shape, dtype: str):
         """The scalar a, cast to `dtype` and spread to `shape`: a store without an index."""
+        if self.flat:
+            return Lowering(self).broadcast(a, tuple(shape), dtype)
         return self.ops["expand"](self.ops["cast"](a, dtype=self.dtypes[dtype]),
                                   shape=tuple(shape))
 
     # --- the eager interpreter's backend, through wrap and unwrap ---------------------------
 
+    def _held(self, array: np.ndarray, dtype: str):
+        """A numpy array as the kit holds your value of it (flat: with its IR dtype, shape)."""
+        if self.flat:
+            return Flat(self.tensor(np.ascontiguousarray(array).reshape(-1)), dtype,
+                        tuple(array.shape))
+        return self.tensor(array)
+
     def literal(self, operand):
         if operand.kind == "f32":  # the literal's bits, as the reference rounded them
-            return self.wrap(self.tensor(np.array(operand.value, np.uint32).view(np.float32)))
-        return self.wrap(self.tensor(np.array(operand.value, NUMPY[operand.kind])))
+            array = np.array(operand.value, np.uint32).view(np.float32)
+        else:
+            array = np.array(operand.value, NUMPY[operand.kind])
+        return self.wrap(self._held(array, operand.kind))
 
     def to_numpy(self, value, dtype, shape):
-        return np.asarray(self.numpy(self.unwrap(value))).astype(NUMPY[dtype]).reshape(shape)
+        value = self.unwrap(value)
+        return np.asarray(self.numpy(value.array if self.flat else value)).astype(
+            NUMPY[dtype]).reshape(shape)
 
     def index(self, value):
-        return int(np.asarray(self.numpy(self.unwrap(value))).reshape(()))
+        value = self.unwrap(value)
+        return int(np.asarray(self.numpy(value.array if self.flat else value)).reshape(-1)[0])
 
 
 class Framework(_Common, Backend):
@@ -175,8 +204,17 @@ class Framework(_Common, Backend):
         return value
 
     def from_numpy(self, array, dtype):
-        value = self.tensor(np.array(array, NUMPY[dtype]))
-        return self.watch(value) if dtype == "f32" else value
+        value = self._held(np.array(array, NUMPY[dtype]), dtype)
+        if dtype != "f32":
+            return value
+        if self.flat:
+            return dataclasses.replace(value, array=self.watch(value.array))
+        return self.watch(value)
+
+    def gradient(self, y, x):
+        if self.flat:
+            return Flat(self.grad(y.array, x.array), "f32", x.shape)
+        return self.grad(y, x)
 
     def op(self, name, operands, attrs):
         return _apply_op(self, name, operands, attrs)
@@ -191,10 +229,13 @@ class Framework(_Common, Backend):
         return self.broadcast_to(value, shape, dtype)
 
 
-
 class FunctionalFramework(_Common, RecordingBackend):
-    """A system that differentiates functions: give `grad_function(f, x)`, the derivative of
-    f at x, itself differentiable (jax.grad(f)(x))."""
+    """A system that differentiates functions, or only fresh leaves: give
+    `grad_function(f, x)`, the derivative of f at x. f maps one of your values (x's shape and
+    dtype) to y; y may be a value your system does not track (a constant, when y does not
+    depend on x: its derivative is then zeros). Give a derivative that is itself
+    differentiable where your system can (jax.grad(f)(x)); one that is not, and declare
+    `higher_order` unsupported, where it cannot."""
 
     WITH_ATTRS = KEYWORD_OPS | DERIVED
 
@@ -211,7 +252,7 @@ class FunctionalFramework(_Common, RecordingBackend):
         return _apply_op(self, op, arrays, attrs or {})
 
     def from_numpy(self, array, dtype):
-        return Value(self.tensor(np.array(array, NUMPY[dtype])))
+        return Value(self._held(np.array(array, NUMPY[dtype]), dtype))
 
     def wrap(self, array):
         return Value(array)
@@ -232,7 +273,11 @@ class FunctionalFramework(_Common, RecordingBackend):
             return recompute(y, bound, self.apply, lambda node, gx, memo: self._grad(
                 node.attrs["y"], node.attrs["x"], gx, outer=(x, new_x)))
 
-        return self.grad_function(f, x_array)
+        if not self.flat:
+            return self.grad_function(f, x_array)
+        shape = x_array.shape
+        return Flat(self.grad_function(lambda new: f(Flat(new, "f32", shape)).array,
+                                       x_array.array), "f32", shape)
 
 
 class _Whole(Program):

@@ -123,7 +123,7 @@ class Micrograd(Backend):
     def broadcast(self, value, shape, dtype):
         return np.broadcast_to(np.asarray(value, dtype=object), shape).copy()
 
-    def grad(self, y, x):
+    def gradient(self, y, x):
         y = np.asarray(y, dtype=object)
         if y.shape != ():
             raise ValueError("backward() starts from one scalar Value")
