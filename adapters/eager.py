@@ -282,13 +282,15 @@ def _i32(i: int):
     return Operand("i32", str(i), i)
 
 
-def build_with(source: str, backend: Backend, kind: type[Program] = Program):
+def build_with(source: str, backend: Backend, kind: type[Program] = Program, *,
+               fill: int = 0):
     """The protocol's build for an adapter: check the structure, then run once on zeros, so
     that what the system refuses (a non-scalar loss, an integer x) is refused at build, as
     the protocol wants. An index out of range there is a run-time matter: it is not refused.
-    """
+    `fill`: the value of every input element there instead (1, for a system whose integer
+    division traps: zeros would divide by zero)."""
     program = kind(source, backend)
-    zeros = {slot: np.zeros(shape, NUMPY_DTYPES[dtype])
+    zeros = {slot: np.full(shape, fill, NUMPY_DTYPES[dtype])
              for slot, dtype, shape in program.slots.values()}
     try:
         program.run(zeros)

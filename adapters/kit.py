@@ -128,9 +128,11 @@ class _Common:
         return value
 
     def build(self, source: str):
-        """The protocol's build: the structure checked, the program run once on zeros (what
-        your system refuses there is a rejection), and its run returned."""
-        return build_with(source, self, _Whole)
+        """The protocol's build: the structure checked, the program run once on zeros (ones,
+        where integer division traps; what your system refuses there is a rejection), and
+        its run returned."""
+        traps = self.capabilities.get("integer_division_traps", False)
+        return build_with(source, self, _Whole, fill=1 if traps else 0)
 
     # --- derived: override where your system has better -----------------------------------
 

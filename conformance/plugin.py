@@ -470,6 +470,9 @@ def pytest_report_header(config):
         return None
     return [f"implementation: {run.impl.label} ({run.spec}), {_isolation(config, run.spec)}",
             f"capabilities: {json.dumps(run.impl.capabilities)}",
+            *(["integer division traps, as declared: no run that divides by zero or takes "
+               "-2^31 over -1 is sent to it"]
+              if run.impl.capabilities["integer_division_traps"] else []),
             f"profile: {run.profile}; divergences saved in {_shown(run.cases_dir, run.base)}/"]
 
 

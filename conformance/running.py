@@ -31,7 +31,13 @@ from gradient_conformance.reference.builder import build_program
 from gradient_conformance.reference.cases import output_only_slots, poisoned
 from gradient_conformance.reference.errors import IndexOutOfRange, IRError
 from gradient_conformance.reference.interp import Interpreter, from_numpy
-from gradient_conformance.reference.ops import FEATURES, TRANSCENDENTAL, features_of_statements
+from gradient_conformance.reference.ops import (
+    FEATURES,
+    TRANSCENDENTAL,
+    TRAPS,
+    features_of_statements,
+    typed_features,
+)
 from gradient_conformance.reference.program import (
     Define,
     Program,
@@ -83,7 +89,14 @@ class Reading:
 
     @functools.cached_property
     def features(self) -> frozenset[str]:
-        return features_of_statements(self.statements or [])
+        """The ops and features it uses, its ops by dtype among them when it builds."""
+        found = features_of_statements(self.statements or [])
+        try:
+            program = self.program()
+        except IRError:
+            return found
+        graphs = [program.graph, *(i.graph for i in program.calls.values())]
+        return found | typed_features(n for g in graphs for n in g.nodes)
 
     def program(self, semantics: Semantics = SPEC) -> Program:
         """The built program, or the IRError that rejects it."""
@@ -272,6 +285,8 @@ def supported(impl, case, tally: Tally) -> None:
     does not support; strategies are also told, so this rarely triggers. Every generated
     case passes here, so this is also where the cases run per op are counted."""
     assume(not (set(case.features) & impl.unsupported()))
+    if any(":" in f for f in impl.unsupported()):  # ops by dtype: known once it is built
+        assume(not (Reading(case.source, case.parsed).features & impl.unsupported()))
     tally.case(case.features)
 
 
@@ -308,7 +323,17 @@ def run_both(impl, source: str, buffers, statements=()) -> tuple[Reading, Outcom
     reference's outcome on it, and the implementation's."""
     reading = Reading(source, statements)
     want = reading.outcome(buffers)
+    assume(not traps(impl, reading, buffers))
     return reading, want, impl.run_case(source, buffers, reading.slots)
+
+
+def traps(impl, reading: Reading, buffers) -> frozenset[str]:
+    """For an implementation whose integer division traps (CAPABILITIES), the conditions of
+    this run it would trap at: a divisor of zero, or -2^31 over -1. The suite sends no such
+    run (SPEC.md, "The protocol"), and says so."""
+    if not impl.capabilities.get("integer_division_traps", False):
+        return frozenset()
+    return reading.conditions(buffers) & TRAPS
 
 
 def verdict(tally: Tally, reading: Reading, buffers, want: Outcome, got: Outcome, *,

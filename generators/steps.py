@@ -39,8 +39,10 @@ MAX_SINKS = 6  # values stored by a program, besides its gradients
 # --- steps: each writes one or a few statements ----------------------------------------------
 
 
-def _allowed(w: Writer, ops) -> list[str]:
-    return [op for op in ops if op not in w.exclude]
+def _allowed(w: Writer, ops, dtype: str = "f32") -> list[str]:
+    """The ops of a menu the program may use on `dtype` operands: neither the op nor the op
+    on that dtype (`and:bool`) excluded."""
+    return [op for op in ops if op not in w.exclude and f"{op}:{dtype}" not in w.exclude]
 
 
 def _f32_binary(w: Writer, base) -> None:
@@ -77,7 +79,7 @@ def _f32_unary(w: Writer, base) -> None:
 def _binary_step(dtype: str, menu: tuple[str, ...], result: str | None = None):
     """A step writing one op of `menu` on two `dtype` values of one shape."""
     def step(w: Writer, base) -> None:
-        ops = _allowed(w, menu)
+        ops = _allowed(w, menu, dtype)
         if not ops or dtype not in w.dtypes or (result or dtype) not in w.dtypes:
             return
         op = w.choose(ops)
@@ -99,7 +101,7 @@ def _compare(w: Writer, base) -> Val | None:
     if not ops:
         return None
     op = w.choose(ops)
-    dtype = w.dtype("f32", "i32")
+    dtype = w.dtype(*(d for d in ("f32", "i32") if f"{op}:{d}" not in w.exclude))
     if dtype is None or "bool" not in w.dtypes:
         return None
     shape = w.choose_shape(dtype, base)
@@ -111,7 +113,9 @@ def _compare(w: Writer, base) -> Val | None:
 def _where(w: Writer, base) -> None:
     if "where" in w.exclude or "bool" not in w.dtypes:
         return
-    dtype = w.dtype("f32", "i32", "bool")
+    dtype = w.dtype(*(d for d in ("f32", "i32", "bool") if f"where:{d}" not in w.exclude))
+    if dtype is None:
+        return
     shape = w.choose_shape(dtype, base)
     conditions = [v for v in w.pool if v.dtype == "bool" and v.shape == shape]
     c = w.choose(conditions) if conditions else None
@@ -162,7 +166,8 @@ def _bitcast(w: Writer, base) -> None:
 
 def _usable(w: Writer, op: str, *dtypes: str) -> str | None:
     """A dtype for a step writing `op`, or None when the op is excluded or no dtype may be."""
-    return None if op in w.exclude else w.dtype(*dtypes)
+    return None if op in w.exclude else w.dtype(
+        *(d for d in dtypes if f"{op}:{d}" not in w.exclude))
 
 
 def _reduce(w: Writer, base) -> None:

@@ -100,6 +100,7 @@ SPECIFIC = [
     _c("idiv.signs-differ", "dividend and divisor have different signs (truncation)",
        "value"),
     _c("mod.by-zero", "a divisor element is 0 (the result is 0)", "value"),
+    _c("mod.overflow", "-2^31 mod -1 (the result is 0)", "value"),
     _c("mod.negative-dividend", "a dividend element is negative (the sign it keeps)", "value"),
     _c("shl.count-outside", "a shift count outside 0..31 (taken mod 32)", "value"),
     _c("shr.count-outside", "a shift count outside 0..31 (taken mod 32)", "value"),
@@ -341,8 +342,8 @@ class Reached:
         for a, b in zip(_elements(args[0], shape), _elements(args[1], shape), strict=True):
             if op in ("idiv", "mod") and b == 0:
                 self.add(f"{op}.by-zero")
-            elif op == "idiv" and a == exact.I32_MIN and b == -1:
-                self.add("idiv.overflow")
+            elif a == exact.I32_MIN and b == -1:
+                self.add(f"{op}.overflow")
             elif op == "idiv" and a != 0 and (a < 0) != (b < 0):
                 self.add("idiv.signs-differ")
             if op == "mod" and a < 0:

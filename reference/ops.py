@@ -54,8 +54,11 @@ class Op:
     @property
     def features(self) -> tuple[str, ...]:
         """The names an implementation may declare unsupported for this op (CAPABILITIES;
-        SPEC.md, "The protocol"): the op, and `reduce_mul` for the reduce that has no rule."""
-        return (self.name, "reduce_mul") if self.name == "reduce" else (self.name,)
+        SPEC.md, "The protocol"): the op; the op on operands of one dtype (`and:bool`), for
+        an op of several; and `reduce_mul` for the reduce that has no rule."""
+        typed = tuple(f"{self.name}:{d}" for d in self.dtypes) \
+            if len(self.dtypes) > 1 and self.name != "load" else ()
+        return (self.name, *typed, *(("reduce_mul",) if self.name == "reduce" else ()))
 
 
 def _binary(name, dtypes, result=None, rules=(), **evaluate):
@@ -107,6 +110,10 @@ FEATURES = frozenset(f for op in OPS.values() for f in op.features) | frozenset(
 
 TRANSCENDENTAL = frozenset(name for name, op in OPS.items() if op.transcendental)
 
+# The conditions (reference/conditions.py) at which a machine's integer division traps, as
+# x86's idiv does: what the suite does not send an implementation that declares it.
+TRAPS = frozenset({"idiv.by-zero", "idiv.overflow", "mod.by-zero", "mod.overflow"})
+
 
 def elementwise(dtype: str, arity: int, *, result: str | None = None) -> tuple[str, ...]:
     """The elementwise ops of `arity` operands that take `dtype` and give `result` (the same
@@ -115,9 +122,25 @@ def elementwise(dtype: str, arity: int, *, result: str | None = None) -> tuple[s
                  op.computed(dtype) is not None and (op.result or dtype) == (result or dtype))
 
 
-def feature(op: str, reduce_op: str | None = None) -> str:
-    """The feature a statement of `op` uses: the op, or `reduce_mul` for a reduce op=mul."""
+def feature(op: str, reduce_op: str | None = None, dtype: str | None = None) -> str:
+    """The feature a statement of `op` uses: the op, or `reduce_mul` for a reduce op=mul;
+    with `dtype`, the op on operands of that dtype (`and:i32`)."""
+    if dtype is not None:
+        return f"{op}:{dtype}"
     return "reduce_mul" if op == "reduce" and reduce_op == "mul" else op
+
+
+def typed_features(nodes) -> frozenset[str]:
+    """The ops-by-dtype features of a built program's nodes (`and:bool`): what a program's
+    text alone cannot say, since an operand's dtype is known only once it is built. The
+    dtype is the first operand's, the where's, its second."""
+    found = set()
+    for node in nodes:
+        op = OPS.get(node.op)
+        if op is not None and len(op.dtypes) > 1 and node.operands and node.op != "load":
+            operand = node.operands[1 if node.op == "where" else 0]
+            found.add(feature(node.op, dtype=operand.dtype))
+    return frozenset(found)
 
 
 def features_of(source: str) -> frozenset[str]:

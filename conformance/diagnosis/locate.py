@@ -40,7 +40,7 @@ import numpy as np
 
 from gradient_conformance.conformance.diagnosis.variants import CATALOGUE, parts
 from gradient_conformance.conformance.outcome import Outcome, compare
-from gradient_conformance.conformance.running import Reading
+from gradient_conformance.conformance.running import Reading, traps
 from gradient_conformance.reference import SPEC, exact
 from gradient_conformance.reference.errors import IRError
 from gradient_conformance.reference.gradient import post_order, reachable
@@ -93,10 +93,13 @@ def locate(impl, reading: Reading, buffers, want: Outcome, got: Outcome, *,
     """Where `got` departs from `want` on this program, asking `impl` what it must; values
     compared within `ulps`, as the check compared them. `variants`: the names of those
     that reproduce every output (diagnosis), which may decide between candidates."""
+    statements = reading.statements or []
     if got.status == "failure":
+        signal = killed_by(got.message)
+        if signal is not None and want.status == "ok" and statements:
+            return _Probe(impl, reading, None, buffers, want, got).refusal(signal)
         return Location(reason="the implementation misbehaved (a crash, a timeout or junk): "
                         "there is no value to probe")
-    statements = reading.statements or []
     if rule is not None or (want.status == "rejected" and got.status == "ok"):
         lines = [s.line for s in statements if s.op == "gradient"]
         if len(lines) == 1:
@@ -120,6 +123,13 @@ def locate(impl, reading: Reading, buffers, want: Outcome, got: Outcome, *,
                         "found the difference otherwise)")
     return _Probe(impl, reading, program, buffers, want, got, ulps=ulps,
                   variants=variants).forward(difference.elements[0].slot)
+
+
+def killed_by(message: str) -> str | None:
+    """The signal a failure's message says killed the process ("signal 8 SIGFPE"), if it
+    says one (transports/process.py words it)."""
+    found = re.search(r"killed by (signal \d+(?: [A-Z0-9]+)?)", message or "")
+    return found.group(1) if found else None
 
 
 def changes(variants) -> set[str]:
@@ -191,22 +201,24 @@ class _Probe:
         found.candidates = location.candidates
         return found
 
-    def refusal(self) -> Location:
+    def refusal(self, signal: str | None = None) -> Location:
         """Where an implementation that refuses a valid program (a rejection, a run-time
-        error) starts to: the shortest prefix of the program, cut between top-level
-        statements, that it refuses the same way, found by bisection (each prefix a program
-        the spec accepts)."""
+        error, or its process killed by `signal`, a trap) starts to: the shortest prefix of
+        the program, cut between top-level statements, that it refuses the same way, found
+        by bisection (each prefix a program the spec accepts)."""
         units = _top_level_units(self.reading.statements)
         lines = self.reading.source.splitlines()
 
         def refused(k: int) -> bool | None:
             prefix = Reading("\n".join(lines[:units[k][1]]) + "\n")
             buffers = {s: a for s, a in self.buffers.items() if s in prefix.slots}
-            if prefix.outcome(buffers).status != "ok":
+            if prefix.outcome(buffers).status != "ok" or traps(self.impl, prefix, buffers):
                 return None
             self.runs += 1
             got = self.impl.run_case(prefix.source, buffers, prefix.slots) \
-                if self.got.status == "run-error" else self.impl.build_only(prefix.source)
+                if self.got.status != "rejected" else self.impl.build_only(prefix.source)
+            if signal is not None:
+                return got.status == "failure" and killed_by(got.message) == signal
             return got.status == self.got.status
         low, high = 0, len(units) - 1  # the whole program is refused: high holds
         while low < high:
@@ -216,6 +228,11 @@ class _Probe:
                 return self.done(reason="a prefix of the program is not one the spec accepts")
             low, high = (low, middle) if answer else (middle + 1, high)
         line = units[low][0]
+        if signal is not None:
+            return self.done(line, (
+                f"line {line}, `{_text(self.reading, line)}`: the implementation's process "
+                f"is killed by {signal} from this statement on, where the spec runs it"
+                + ("; cut before it, the program was not" if low > 0 else "")), kind="crash")
         said = self.got.message.splitlines()[0][:200] if self.got.message else ""
         return self.done(line, (
             f"line {line}, `{_text(self.reading, line)}`: the implementation "
@@ -499,6 +516,9 @@ class _Probe:
         want = probed.outcome(buffers)
         if want.status != "ok":
             return f"the probe program is not valid: {want.message}"
+        if traps(self.impl, probed, buffers):
+            return ("the probe program divides by zero or overflows where the "
+                    "implementation declares that integer division traps")
         self.runs += 1
         self.probes += len(wanted)
         got = self.impl.run_case(source, buffers, probed.slots)

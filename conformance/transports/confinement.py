@@ -30,6 +30,8 @@ import sys
 import tempfile
 from dataclasses import dataclass
 
+from gradient_conformance.reference.exact import ROUNDING
+
 SANDBOXES = ("auto", "bwrap", "none")
 FILE_LIMIT = 1 << 30  # bytes in any one file the implementation writes
 # What the implementation's environment keeps of the suite's: enough to find programs and
@@ -127,7 +129,10 @@ class Confinement:
     def environment(self, folder: str) -> dict[str, str]:
         kept = {name: os.environ[name] for name in (*KEPT, *self.pass_env)
                 if name in os.environ}
-        return {**kept, "HOME": folder, "TMPDIR": folder, "XDG_CACHE_HOME": f"{folder}/.cache"}
+        # Rational rounding, and mpmath on its own integers: gmpy2 is not loaded there unless
+        # the implementation loads it (reference/exact.py says why).
+        return {**kept, "HOME": folder, "TMPDIR": folder, "XDG_CACHE_HOME": f"{folder}/.cache",
+                ROUNDING: "rational", "MPMATH_NOGMPY": "1"}
 
     def command(self, argv: list[str], folder: str, cwd: str,
                 channel: tuple[int, int] = (0, 1)) -> list[str]:

@@ -11,8 +11,10 @@ back as an `Outcome`; nothing it does escapes into the suite.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import pathlib
+import re
 import shlex
 import shutil
 from collections.abc import Callable
@@ -36,7 +38,10 @@ from gradient_conformance.reference.ops import FEATURES, TRANSCENDENTAL, element
 from gradient_conformance.reports.records import visible
 
 DEFAULT_TIMEOUT = 20.0
-DEFAULT_CAPABILITIES = {"unsupported": [], "ulp": {}, "bit_exact_gradients": True}
+DEFAULT_CAPABILITIES = {"unsupported": [], "ulp": {}, "bit_exact_gradients": True,
+                        "integer_division_traps": False, "float64_gradients": False,
+                        "environment": []}
+ENVIRONMENT_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 
 
 # The implementation could not be started: a usage error, before any check runs.
@@ -199,7 +204,7 @@ def checked_capabilities(declared) -> dict:
     unsupported = declared.get("unsupported", [])
     if not isinstance(unsupported, list | tuple) or not all(
             isinstance(f, str) for f in unsupported):
-        raise LoadFailed("CAPABILITIES['unsupported'] must be a list of op names")
+        raise LoadFailed("CAPABILITIES['unsupported'] must be a list of op names (or op:dtype)")
     if set(unsupported) - FEATURES:
         raise LoadFailed(f"CAPABILITIES['unsupported'] names {sorted(set(unsupported) - FEATURES)}"
                          f", which are not features of the IR: {sorted(FEATURES)}")
@@ -216,10 +221,22 @@ def checked_capabilities(declared) -> dict:
         if isinstance(ulps, bool) or not isinstance(ulps, int) or ulps < 0:
             raise LoadFailed(f"CAPABILITIES['ulp'][{op!r}] is {ulps!r}, not a whole number "
                              "of ulps")
-    exact = declared.get("bit_exact_gradients", True)
-    if not isinstance(exact, bool):
-        raise LoadFailed("CAPABILITIES['bit_exact_gradients'] must be True or False")
-    return {"unsupported": list(unsupported), "ulp": dict(ulp), "bit_exact_gradients": exact}
+    flags = {}
+    for flag in ("bit_exact_gradients", "integer_division_traps", "float64_gradients"):
+        flags[flag] = declared.get(flag, DEFAULT_CAPABILITIES[flag])
+        if not isinstance(flags[flag], bool):
+            raise LoadFailed(f"CAPABILITIES[{flag!r}] must be True or False")
+    if flags["float64_gradients"] and flags["bit_exact_gradients"]:
+        raise LoadFailed("CAPABILITIES claims bit-exact gradients computed in float64: "
+                         "gradients rounded from float64 are not the spec's f32 bits; "
+                         "declare 'bit_exact_gradients': False")
+    environment = declared.get("environment", [])
+    if not isinstance(environment, list | tuple) or not all(
+            isinstance(n, str) and ENVIRONMENT_NAME.fullmatch(n) for n in environment):
+        raise LoadFailed("CAPABILITIES['environment'] must be a list of environment "
+                         "variable names")
+    return {"unsupported": list(unsupported), "ulp": dict(ulp), **flags,
+            "environment": list(environment)}
 
 
 def load(spec: str, *, timeout: float = DEFAULT_TIMEOUT, load_timeout: float = LOAD_TIMEOUT,
@@ -252,14 +269,29 @@ def load(spec: str, *, timeout: float = DEFAULT_TIMEOUT, load_timeout: float = L
         said = transport.start()
         default = pathlib.Path(spec).stem if spec.endswith(".py") else spec
     try:
-        return _defines_something(Implementation(
+        impl = _defines_something(Implementation(
             spec, transport, name=str(said.get("name") or default),
             confinement=None if isinstance(transport, InProcess) else confinement,
             version=str(said.get("version") or ""), capabilities=said.get("capabilities"),
             functions=_functions(said.get("functions"))))
+        required = impl.capabilities["environment"]
+        missing = [name for name in required if name not in os.environ]
+        if missing:
+            raise LoadFailed(f"{impl.label} requires the environment variable"
+                             f"{'s' if len(missing) > 1 else ''} {', '.join(missing)}, not "
+                             "set here: set it, and the suite passes it on (CAPABILITIES"
+                             "['environment'])")
     except LoadFailed:
         transport.close()
         raise
+    unpassed = tuple(n for n in required if n not in confinement.pass_env)
+    if unpassed and impl.confinement is not None:
+        # Started again with them: the process reads its environment when it starts.
+        transport.close()
+        return load(spec, timeout=timeout, load_timeout=load_timeout, base=base,
+                    confinement=dataclasses.replace(
+                        confinement, pass_env=(*confinement.pass_env, *unpassed)))
+    return impl
 
 
 def _functions(said) -> tuple[str, ...]:

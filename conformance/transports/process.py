@@ -47,6 +47,13 @@ PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 STARTED: set[int] = set()
 
 
+def _meaning(name: str) -> str:
+    """What a signal that killed it means, where that is one thing."""
+    if name == "SIGFPE":  # what raises it on Linux, unless floating-point traps are enabled
+        return "; SIGFPE is an arithmetic trap, as an integer division by zero or of -2^31 by -1"
+    return ""
+
+
 class ChildFailed(Exception):
     """The process misbehaved. `reason`: timeout, crash, junk or protocol; `detail` says how."""
 
@@ -205,12 +212,13 @@ class Child:
             return f"it closed its output {when}, and is still running"
         if status < 0:
             name = signal.Signals(-status).name if -status in signal.valid_signals() else ""
-            return f"it was killed by signal {-status} {name} {when}".replace("  ", " ")
+            return f"it was killed by signal {-status} {name} {when}{_meaning(name)}".replace(
+                "  ", " ")
         if self.sandboxed and status - 128 in signal.valid_signals():
             # bubblewrap exits with 128 + the signal that killed what it ran.
             name = signal.Signals(status - 128).name
             return (f"it was killed by signal {status - 128} {name}, or exited with status "
-                    f"{status} (through the sandbox the two look alike) {when}")
+                    f"{status} (through the sandbox the two look alike) {when}{_meaning(name)}")
         return f"it exited with status {status} {when}"
 
     # --- the end -----------------------------------------------------------------------

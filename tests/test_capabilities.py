@@ -1,0 +1,107 @@
+"""What an implementation may declare of itself beyond ops and ulps: ops by dtype, integer
+division that traps, gradients in float64, the environment it needs; and that the suite's
+own libraries stay out of its process. SPEC.md, "The protocol" and "Isolation".
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from hypothesis import given, settings
+
+from gradient_conformance.conformance.running import Reading
+from gradient_conformance.conformance.transports.loading import (
+    LoadFailed,
+    checked_capabilities,
+    load,
+)
+from gradient_conformance.generators import programs
+from gradient_conformance.reference.ops import FEATURES
+from tests.conftest import ROOT, suite
+
+AND_OF_BOOLS = """%a = buffer slot=0 dtype=bool shape=[2]
+%b = buffer slot=1 dtype=i32 shape=[2]
+%x = load %a
+%y = and %x %x
+%i = load %b
+%j = and %i 3
+"""
+
+
+def test_ops_by_dtype_are_features_and_a_built_program_names_them():
+    assert {"and:bool", "and:i32", "cmpne:bool", "where:f32"} <= FEATURES
+    assert "and:f32" not in FEATURES and "sin:f32" not in FEATURES  # one dtype: the op says it
+    assert {"and:bool", "and:i32"} <= Reading(AND_OF_BOOLS).features
+    assert checked_capabilities({"unsupported": ["and:bool"]})["unsupported"] == ["and:bool"]
+    with pytest.raises(LoadFailed, match=r"and:f32"):
+        checked_capabilities({"unsupported": ["and:f32"]})
+
+
+@settings(max_examples=150, deadline=None)
+@given(case=programs(exclude=frozenset({"and:bool", "or:bool", "xor:bool", "cmpne:i32"})))
+def test_programs_leave_out_an_op_on_the_dtype_excluded_and_keep_it_on_others(case):
+    features = Reading(case.source, case.parsed).features
+    assert not features & {"and:bool", "or:bool", "xor:bool", "cmpne:i32"}
+
+
+def test_an_op_excluded_on_one_dtype_is_still_generated_on_another():
+    from hypothesis import find
+    find(programs(exclude=frozenset({"and:bool"})),
+         lambda case: "and:i32" in Reading(case.source, case.parsed).features,
+         settings=settings(max_examples=2000, database=None))
+
+
+@pytest.mark.parametrize("claim, says", [
+    ({"integer_division_traps": "yes"}, "must be True or False"),
+    ({"float64_gradients": True}, "declare 'bit_exact_gradients': False"),
+    ({"environment": ["OK", "not a name"]}, "environment variable names"),
+    ({"environment": "HOME"}, "environment variable names"),
+])
+def test_a_claim_the_suite_cannot_read_is_a_usage_error(claim, says):
+    with pytest.raises(LoadFailed, match=says):
+        checked_capabilities(claim)
+    assert checked_capabilities({"float64_gradients": True, "bit_exact_gradients": False})[
+        "float64_gradients"]
+
+
+def test_a_required_variable_unset_is_a_usage_error_and_a_set_one_is_passed_on(monkeypatch):
+    """tests/impls/traps.py requires TRAPS_DECLARED: unset, the load fails naming it; set,
+    the worker is started again with it, and it reads it (its claim follows it)."""
+    monkeypatch.delenv("TRAPS_DECLARED", raising=False)
+    with pytest.raises(LoadFailed, match="requires the environment variable TRAPS_DECLARED"):
+        load("tests.impls.traps", base=str(ROOT))
+    monkeypatch.setenv("TRAPS_DECLARED", "0")
+    impl = load("tests.impls.traps", base=str(ROOT))
+    try:
+        assert impl.capabilities["integer_division_traps"] is False
+        assert "TRAPS_DECLARED" in impl.confinement.pass_env
+    finally:
+        impl.close()
+
+
+def test_the_implementation_s_process_has_no_gmpy2_unless_it_loads_it(monkeypatch):
+    """The kit parses with the reference; in the suite's process that rounds with gmpy2, in
+    the implementation's with the rational backend, so GMP's handlers are not there."""
+    monkeypatch.setenv("TRAPS_DECLARED", "1")
+    impl = load("tests.impls.traps", base=str(ROOT))
+    try:
+        assert impl.version == "gmpy2 False"
+    finally:
+        impl.close()
+
+
+def test_a_trapping_division_is_not_sent_where_declared_and_is_a_located_signal_where_not():
+    checks = ["-k", "i32_c and test_case_file", "-rs"]
+    status, out, _ = suite("tests.impls.traps", *checks,
+                           env={**os.environ, "TRAPS_DECLARED": "1"})
+    assert status == 0, out
+    assert "where the implementation declares that integer division traps" in out
+    assert "integer division traps, as declared" in out
+    status, out, _ = suite("tests.impls.traps", *checks,
+                           env={**os.environ, "TRAPS_DECLARED": "0"})
+    assert status == 1, out
+    assert "killed by signal 8 SIGFPE" in out and "SIGFPE is an arithmetic trap" in out
+    assert "gmp: overflow" not in out and "SIGABRT" not in out
+    assert "location: line 26, `%q0 = idiv %d0 %e0`: the implementation's process is killed " \
+           "by signal 8 SIGFPE from this statement on" in out
