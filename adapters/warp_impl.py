@@ -115,9 +115,11 @@ def launcher(kernel):
 
 OPS = {op: launcher(k) for op, k in KERNELS.items()}
 OPS["cast"] = lambda a, dtype, shape: launcher(CASTS[dtype])(a, dtype=dtype, shape=shape)
-OPS["bitcast"] = lambda a, dtype, shape: wp.array(a.numpy().view(wp.dtype_to_numpy(dtype)))
-# Warp's &, | and ^ have no bool overloads; a tape's gradient is on no tape.
-CAPABILITIES = {**FRAMEWORK_CAPABILITIES, "unsupported": [
+OPS["bitcast"] = lambda a, dtype, shape: a if a.dtype == dtype else wp.array(  # on the host
+    a.numpy().view(wp.dtype_to_numpy(dtype)))
+# Warp's &, | and ^ have no bool overloads; a tape's gradient is on no tape; its integer
+# division is the CPU's, which traps (SIGFPE) on a divisor of zero and on -2^31 / -1.
+CAPABILITIES = {**FRAMEWORK_CAPABILITIES, "integer_division_traps": True, "unsupported": [
     "and:bool", "or:bool", "xor:bool", "higher_order"]}
 
 

@@ -105,3 +105,42 @@ def test_a_trapping_division_is_not_sent_where_declared_and_is_a_located_signal_
     assert "gmp: overflow" not in out and "SIGABRT" not in out
     assert "location: line 26, `%q0 = idiv %d0 %e0`: the implementation's process is killed " \
            "by signal 8 SIGFPE from this statement on" in out
+
+
+REPLAYED = """#: in 0 = 0x411025fc
+#: out 1 = 0x3eceab69
+#: out 2 = 0xbf6a37bb
+%a = buffer slot=0 dtype=f32 shape=[]
+%o = buffer slot=1 dtype=f32 shape=[]
+%d = buffer slot=2 dtype=f32 shape=[]
+%x = load %a
+%y = sin %x
+store %o %y
+%g = gradient %y %x
+store %d %g
+"""
+
+
+def test_replay_compares_as_the_checks_do(tmp_path):
+    """numpy's float32 sin of 0x411025fc is 1 ulp from the correctly rounded 0x3eceab69, and
+    the autograd adapter declares 2 ulps for sin; its gradient (cos, 0xbf6a37ba) is 1 ulp
+    from the bits the file says, which it does not claim, and within the derivative bound."""
+    from gradient_conformance.conformance.commands.replay import replay
+    path = tmp_path / "sin.ir"
+    path.write_text(REPLAYED)
+    impl = load("gradient_conformance.adapters.autograd_impl", base=str(ROOT))
+    try:
+        agrees, text = replay(impl, str(path))
+    finally:
+        impl.close()
+    assert agrees, text
+    assert "compared within the 2 ulps declared for sin" in text
+    assert "slots [2]: made from a gradient" in text and "within the bound of the truth" in text
+    far = tmp_path / "far.ir"
+    far.write_text(REPLAYED.replace("0xbf6a37bb", "0xbf7a37bb"))
+    impl = load("gradient_conformance.adapters.autograd_impl", base=str(ROOT))
+    try:
+        agrees, text = replay(impl, str(far))
+    finally:
+        impl.close()
+    assert agrees, "the file's own gradient bits are not what the check compares"
