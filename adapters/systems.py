@@ -13,7 +13,8 @@ import pathlib
 ADAPTERS = (("torch", "torch_impl"), ("torch", "torch_compile_impl"), ("jax", "jax_impl"),
             ("jax", "jax_jit_impl"), ("tinygrad", "tinygrad_impl"),
             ("tensorflow", "tensorflow_impl"), ("micrograd", "micrograd_impl"),
-            ("autograd", "autograd_impl"), ("pytensor", "pytensor_impl"))
+            ("autograd", "autograd_impl"), ("pytensor", "pytensor_impl"),
+            ("warp", "warp_impl"), ("drjit", "drjit_impl"))
 MXNET = "cmd:.venv-mxnet/bin/python -m gradient_conformance serve adapters.mxnet_impl"
 TFJS = "cmd:node adapters/tfjs/server.mjs"
 

@@ -1,6 +1,6 @@
 """Two systems in processes of their own, through the JSON-lines protocol (issue 15): MXNet
 1.9.1 from its own venv (numpy 1.23.5), served by `gradient-conformance serve`, and
-TensorFlow.js 4.22 in Node, a server written in JavaScript. Each skips, saying why, only
+TensorFlow.js 4.22 in Node, a server written in JavaScript on the Node kit. Each skips, saying why, only
 where its environment is not installed (make mxnet, make tfjs). SPEC.md, "Adapters"."""
 
 from __future__ import annotations
@@ -106,9 +106,9 @@ def test_mxnet_s_venv_holds_only_what_the_served_side_needs():
     assert out == ["1.23.5", "[]\n"]
 
 
-def test_the_tfjs_server_checks_the_structure_itself():
-    """Every case of cases/errors/ is refused by the JavaScript server's own structure check,
-    before TensorFlow.js is asked anything (adapters/tfjs/structure.mjs)."""
+def test_the_tfjs_server_refuses_what_the_structure_check_refuses():
+    """Every case of cases/errors/ is refused by the Node kit with the reference's words, sent
+    as the program's JSON, before TensorFlow.js is asked anything (adapters/kit.mjs)."""
     impl = served("tfjs")
     for path in sorted((CASES / "errors").glob("*.ir")):
         outcome = impl.build_only(path.read_text())

@@ -28,6 +28,7 @@ from gradient_conformance.conformance.transports.jsonlines import (
     whole,
 )
 from gradient_conformance.conformance.transports.process import Child, ChildFailed, Holding
+from gradient_conformance.reference.jsonform import program_json
 
 
 def _no_constants(name: str):
@@ -45,6 +46,7 @@ class Command(Holding):
         self.child: Child | None = None
         self.started = 0
         self._next_id = 0
+        self.json_program = False  # the server asked for the program as JSON too
 
     @property
     def restarts(self) -> int:
@@ -55,13 +57,27 @@ class Command(Holding):
         answers like a server of the protocol. The reply, which may describe the program
         ("name", "version", "capabilities")."""
         try:
-            return self._request({"build": ""}, limit=1 << 16, seconds=seconds)
+            said = self._request({"build": ""}, limit=1 << 16, seconds=seconds)
         except (ChildFailed, OSError) as problem:
             output = self.child.output().strip() if self.child is not None else ""
             self.close()
             raise LoadFailed(f"cmd:{' '.join(self.argv)} did not start as a server of the "
                              f"protocol: {problem}"
                              + (f"\nits stderr:\n{output}" if output else "")) from None
+        wants = said.get("program", "text")
+        if wants not in ("text", "json"):
+            self.close()
+            raise LoadFailed(f"cmd:{' '.join(self.argv)} asks for the program as {wants!r}: "
+                             "\"program\" may be \"text\" or \"json\" (SPEC.md, \"The "
+                             "protocol\")")
+        self.json_program = wants == "json"
+        return said
+
+    def _build(self, source: str) -> dict:
+        """A build request: the text, and the program as JSON where the server asked."""
+        if not self.json_program:
+            return {"build": source}
+        return {"build": source, "program": program_json(source)}
 
     def _start(self) -> None:
         self.child = Child(self.argv, cwd=self.cwd, confinement=self.confinement)
@@ -104,7 +120,7 @@ class Command(Holding):
 
     def case(self, source, buffers, declared):
         try:
-            reply = self._request({"build": source}, limit=1 << 20)
+            reply = self._request(self._build(source), limit=1 << 20)
         except ChildFailed as problem:
             return self._failure(problem, "build")
         if not reply["ok"]:
@@ -171,7 +187,7 @@ class Command(Holding):
 
     def build(self, source: str):
         """A run callable over the protocol, for benchmarks."""
-        reply = self._request({"build": source}, limit=1 << 20)
+        reply = self._request(self._build(source), limit=1 << 20)
         if not reply["ok"]:
             raise ValueError(reply.get("error", ""))
         build_id = reply["id"]
