@@ -15,6 +15,8 @@ import os
 
 for found in sorted(glob.glob("/usr/lib/*/libLLVM-19.so*"))[:1]:
     os.environ.setdefault("DRJIT_LIBLLVM_PATH", found)
+if "DRJIT_LIBLLVM_PATH" not in os.environ:
+    raise ImportError("Dr.Jit needs LLVM 19: install Debian's libllvm19, or set DRJIT_LIBLLVM_PATH")
 
 import drjit as dr  # noqa: E402 - after the library is named
 from drjit.llvm.ad import Bool, Float, Int  # noqa: E402

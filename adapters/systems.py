@@ -26,9 +26,17 @@ def systems(base: pathlib.Path) -> list[str]:
     import importlib.util
     found = ["reference", "implementations.fast"]
     found += [f"adapters.{module}" for package, module in ADAPTERS
-              if importlib.util.find_spec(package) is not None]
+              if importlib.util.find_spec(package) is not None
+              and (package != "drjit" or _llvm19())]
     if (base / ".venv-mxnet" / ".ready").exists():
         found.append(MXNET)
     if (base / "adapters" / "tfjs" / "node_modules" / "@tensorflow" / "tfjs-core").is_dir():
         found.append(TFJS)
     return found
+
+
+def _llvm19() -> bool:
+    """Whether Dr.Jit's adapter finds the LLVM it needs (adapters/drjit_impl.py)."""
+    import glob
+    import os
+    return bool(os.environ.get("DRJIT_LIBLLVM_PATH") or glob.glob("/usr/lib/*/libLLVM-19.so*"))
