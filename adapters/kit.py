@@ -1,36 +1,89 @@
 """The adapter kit: run the suite against your own autodiff system. SPEC.md, "Adapters";
 README.md, "Adapt your framework".
 
-You give what your system has: its tensors to and from numpy, one function per IR op (the
+You give what your system has: its values to and from numpy, one function per IR op (the
 table `ops`), and how it takes a gradient. The kit gives the rest: `build` and `run` as the
 protocol wants them, the IR's structure check by the reference (names, dtypes, shapes,
 scopes, calls), ranges, calls, loads and stores, literals, and the capabilities a framework
 claims. Every number and every derivative is your system's own.
 
-A system that differentiates values (PyTorch, TensorFlow, tinygrad) subclasses `Framework`
-and gives `grad(y, x)`. One that differentiates functions (JAX) subclasses
-`FunctionalFramework` and gives `grad_function(f, x)`: the kit records how each value was
-made and hands over `f`, which recomputes y from a new x (nesting as gradients nest).
-A compiler also gives `compile(function, example)`: the kit hands it the whole run, as a
-function of the buffers' contents, once per build (jax.jit, torch.compile, PyTensor's
-`pytensor.function`); without it the program runs eagerly, op by op.
+Pick the path of your kind of system:
 
-The table `ops`, keyed by IR op name (ir.md): the elementwise ops `add mul max idiv mod shl
-shr and or xor cmplt cmpne recip exp2 log2 sqrt sin where detach` take the operands; the
-others take an operand and keywords:
+1. **Values, with `grad(y, x)`** (PyTorch, TensorFlow's tape, tinygrad): subclass
+   `Framework`; `grad` gives dy/dx, itself differentiable, zeros where y does not depend on
+   x, and `watch` marks an input where it must be. adapters/torch_impl.py:
+
+       def grad(self, y, x):
+           (g,) = torch.autograd.grad(y, x, create_graph=True, allow_unused=True)
+           return torch.zeros_like(x) if g is None else g
+
+2. **Leaves only** (a fresh leaf, the computation again, its `.grad`; MXNet, micrograd-like
+   systems): subclass `FunctionalFramework`; the kit records how each value was made and
+   hands `grad_function` a function f that recomputes y from a new x:
+
+       def grad_function(self, f, x):
+           leaf = x.detach().clone().requires_grad_(True)
+           y = f(leaf)
+           if not y.requires_grad:  # f may return a value your system does not track:
+               return zeros_like(x)  # y does not depend on x, and its derivative is zeros
+           y.backward()
+           return leaf.grad
+
+3. **Functions** (JAX, HIPS autograd): `FunctionalFramework` as above, with
+   `return jax.grad(f)(x)`; a gradient inside f is again `grad_function`, so gradients of
+   gradients nest as your system nests them.
+
+4. **Symbolic graphs** (PyTensor, TensorFlow 1): `Framework`, whose ops build the graph and
+   whose `grad` is the graph's (`pytensor.grad(y, x)`), and `compile(function, example)`,
+   which the kit hands the whole run as a function of the buffers' contents, once per build
+   (`pytensor.function`, `jax.jit`, `torch.compile`); without it the program runs eagerly.
+
+5. **Kernels and flat arrays, with a tape** (NVIDIA Warp, Dr.Jit): set `flat = True`. Your
+   values are flat arrays; the kit lowers the IR's shapes onto your elementwise ops and one
+   `gather` (adapters/lowering.py: expand, reduce, reshape, loads, stores and literals, with
+   the index maps written once), so you give no reduce, expand or reshape. Every op is
+   called with keywords `dtype` (your dtype object of its result) and `shape` (the IR shape
+   of its result), on operands of exactly that many elements (the kit spreads scalars);
+   `gather(a, index, dtype=, shape=)` is `out[i] = a[index[i]]`, and its derivative your
+   system's own (a scatter-add). Take gradients as in 2. adapters/warp_impl.py:
+
+       def add(a, b, *, dtype, shape):
+           out = wp.empty(math.prod(shape), dtype=dtype, requires_grad=True)
+           wp.launch(add_kernel, dim=out.shape[0], inputs=[a, b, out])
+           return out
+
+       def grad_function(self, f, x):
+           leaf = wp.clone(x, requires_grad=True)
+           with wp.Tape() as tape:
+               y = f(leaf)
+           if y.requires_grad:
+               tape.backward(grads={y: wp.ones(1, dtype=wp.float32)})
+           return wp.clone(leaf.grad)
+
+The table `ops` of paths 1 to 4, keyed by IR op name (ir.md): the elementwise ops `add mul
+max idiv mod shl shr and or xor cmplt cmpne recip exp2 log2 sqrt sin where detach` take the
+operands; the others take an operand and keywords:
 
     reduce(a, op="add"|"max"|"mul", axes=(...), keepdims=bool)   axes never empty
     cast(a, dtype=...)  bitcast(a, dtype=...)                      your dtypes[...]
     expand(a, shape=(...))  reshape(a, shape=(...))
 
+Loads and stores of one element are built from `reshape`, `expand`, `where` and indexing
+(`value[i]`); override `get_element`, `set_element` and `broadcast_to` where your system has
+something better.
+
 An op you leave out is one your system does not have: declare it in `capabilities`
-("unsupported"), or the suite reports every program that uses it. Loads and stores of one
-element are built from `reshape`, `expand`, `where` and indexing (`value[i]`); override
-`get_element`, `set_element` and `broadcast_to` where your system has something better.
+("unsupported", or "and:bool" for one dtype of it), or the suite reports every program that
+uses it. Declare also what the suite must know to be fair (SPEC.md, "The protocol"):
+`"integer_division_traps": True` where a divisor of zero kills the process (the suite then
+sends none, and the kit's build runs on ones, not zeros), `"float64_gradients": True` with
+`"bit_exact_gradients": False` where gradients are computed in float64, and
+`"environment": ["NAME"]` for the variables your process needs passed to it.
 
 A build that your system refuses while running the program once on zeros is a rejection:
 the kit makes up no rejection of its own (the spec's rejection rules are the suite's checks
-of your system, not the kit's).
+of your system, not the kit's). Your process has no gmpy2 unless you load it (the kit's
+parse rounds without it), so a trap in your system is reported as the signal it is.
 """
 
 from __future__ import annotations
