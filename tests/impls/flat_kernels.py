@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import math
 
-import autograd
 import autograd.numpy as anp
 import numpy as np
 from autograd.tracer import getval
 
-from gradient_conformance.adapters.kit import FunctionalFramework
+from gradient_conformance.adapters.autograd_impl import Autograd
 
-DTYPES = {"f32": np.float32, "i32": np.int32, "bool": np.bool_}
 SEEN: list[tuple[str, str, tuple[int, ...]]] = []  # (op, dtype, shape) of each call
 
 
@@ -54,20 +52,15 @@ OPS = {name: kernel(name, fn) for name, fn in {
 }.items()}
 
 
-class FlatKernels(FunctionalFramework):
+class FlatKernels(Autograd):
+    """The autograd adapter's values, numbers and derivatives, on the flat path."""
+
     name, version, flat = "flat-kernels", "1", True
     ops = OPS
-    dtypes = DTYPES
 
     def tensor(self, array):
         assert array.ndim == 1, f"tensor of shape {array.shape}"
         return array
-
-    def numpy(self, value):
-        return np.asarray(getval(value))
-
-    def grad_function(self, f, x):
-        return autograd.grad(f)(x)
 
 
 FRAMEWORK = FlatKernels()
