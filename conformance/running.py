@@ -89,14 +89,18 @@ class Reading:
 
     @functools.cached_property
     def features(self) -> frozenset[str]:
-        """The ops and features it uses, its ops by dtype among them when it builds."""
-        found = features_of_statements(self.statements or [])
+        return features_of_statements(self.statements or [])
+
+    @functools.cached_property
+    def uses(self) -> frozenset[str]:
+        """Its features and, when it builds, its ops by dtype (`and:bool`): what it needs of
+        an implementation (CAPABILITIES["unsupported"])."""
         try:
             program = self.program()
         except IRError:
-            return found
+            return self.features
         graphs = [program.graph, *(i.graph for i in program.calls.values())]
-        return found | typed_features(n for g in graphs for n in g.nodes)
+        return self.features | typed_features(n for g in graphs for n in g.nodes)
 
     def program(self, semantics: Semantics = SPEC) -> Program:
         """The built program, or the IRError that rejects it."""
@@ -286,7 +290,7 @@ def supported(impl, case, tally: Tally) -> None:
     case passes here, so this is also where the cases run per op are counted."""
     assume(not (set(case.features) & impl.unsupported()))
     if any(":" in f for f in impl.unsupported()):  # ops by dtype: known once it is built
-        assume(not (Reading(case.source, case.parsed).features & impl.unsupported()))
+        assume(not (Reading(case.source, case.parsed).uses & impl.unsupported()))
     tally.case(case.features)
 
 

@@ -32,7 +32,8 @@ AND_OF_BOOLS = """%a = buffer slot=0 dtype=bool shape=[2]
 def test_ops_by_dtype_are_features_and_a_built_program_names_them():
     assert {"and:bool", "and:i32", "cmpne:bool", "where:f32"} <= FEATURES
     assert "and:f32" not in FEATURES and "sin:f32" not in FEATURES  # one dtype: the op says it
-    assert {"and:bool", "and:i32"} <= Reading(AND_OF_BOOLS).features
+    assert {"and:bool", "and:i32"} <= Reading(AND_OF_BOOLS).uses
+    assert not any(":" in f for f in Reading(AND_OF_BOOLS).features)  # the op table's
     assert checked_capabilities({"unsupported": ["and:bool"]})["unsupported"] == ["and:bool"]
     with pytest.raises(LoadFailed, match=r"and:f32"):
         checked_capabilities({"unsupported": ["and:f32"]})
@@ -41,14 +42,14 @@ def test_ops_by_dtype_are_features_and_a_built_program_names_them():
 @settings(max_examples=150, deadline=None)
 @given(case=programs(exclude=frozenset({"and:bool", "or:bool", "xor:bool", "cmpne:i32"})))
 def test_programs_leave_out_an_op_on_the_dtype_excluded_and_keep_it_on_others(case):
-    features = Reading(case.source, case.parsed).features
+    features = Reading(case.source, case.parsed).uses
     assert not features & {"and:bool", "or:bool", "xor:bool", "cmpne:i32"}
 
 
 def test_an_op_excluded_on_one_dtype_is_still_generated_on_another():
     from hypothesis import find
     find(programs(exclude=frozenset({"and:bool"})),
-         lambda case: "and:i32" in Reading(case.source, case.parsed).features,
+         lambda case: "and:i32" in Reading(case.source, case.parsed).uses,
          settings=settings(max_examples=2000, database=None))
 
 

@@ -1,7 +1,8 @@
 """Two systems in processes of their own, through the JSON-lines protocol (issue 15): MXNet
 1.9.1 from its own venv (numpy 1.23.5), served by `gradient-conformance serve`, and
-TensorFlow.js 4.22 in Node, a server written in JavaScript on the Node kit. Each skips, saying why, only
-where its environment is not installed (make mxnet, make tfjs). SPEC.md, "Adapters"."""
+TensorFlow.js 4.22 in Node, a server written in JavaScript on the Node kit. Each skips,
+saying why, only where its environment is not installed (make mxnet, make tfjs). SPEC.md,
+"Adapters"."""
 
 from __future__ import annotations
 

@@ -46,8 +46,8 @@ def run_case_file(impl, tally, path):
     case = cases.load_case(path)
     reading = running.Reading(case.source)
     features = reading.features  # none for a file that does not parse: an error case
-    if features & impl.unsupported():
-        pytest.skip(f"uses {sorted(features & impl.unsupported())}, unsupported")
+    if reading.uses & impl.unsupported():
+        pytest.skip(f"uses {sorted(reading.uses & impl.unsupported())}, unsupported")
     tally.case(features)
     description = f"case file {case_id(path)}"
     if case.error is not None:

@@ -511,7 +511,7 @@ class _Probe:
             probes[slot] = name
         source = self.reading.source.rstrip("\n") + "\n" + "\n".join(lines) + "\n"
         probed = Reading(source)
-        if probed.features & self.impl.unsupported():
+        if probed.uses & self.impl.unsupported():
             return "the probe program uses what the implementation does not support"
         want = probed.outcome(buffers)
         if want.status != "ok":
