@@ -335,7 +335,7 @@ def traps(impl, reading: Reading, buffers) -> frozenset[str]:
     """For an implementation whose integer division traps (CAPABILITIES), the conditions of
     this run it would trap at: a divisor of zero, or -2^31 over -1. The suite sends no such
     run (SPEC.md, "The protocol"), and says so."""
-    if not impl.capabilities.get("integer_division_traps", False):
+    if not getattr(impl, "capabilities", {}).get("integer_division_traps", False):
         return frozenset()
     return reading.conditions(buffers) & TRAPS
 

@@ -71,18 +71,26 @@ def replay(impl, path: str, *, trace: bool = False, diagnose: bool = False) -> t
     if ulps:
         lines.append(f"compared within the {ulps} ulps declared for "
                      f"{', '.join(sorted(reading.features & TRANSCENDENTAL))}")
-    whole = got
+    whole, expected = got, want
     want, got, left_out = claimed(impl, reading, want, got)
     difference = compare(want, got, ulps=ulps)
     agrees = difference is None and _near(case, got, lines)
+    unclaimed = None
     if left_out and got.status == "ok":
         agrees = _true_derivative(reading, buffers, whole, left_out, lines) and agrees
+        # Shown, not judged: what the file says of the bits it does not claim.
+        unclaimed = compare(Outcome("ok", {s: expected.buffers[s] for s in left_out}),
+                            Outcome("ok", {s: whole.buffers[s] for s in left_out}), ulps=ulps)
+        if unclaimed is not None:
+            lines.append(f"the bits of slots {left_out}, which it does not claim, are not the "
+                         f"file's: {unclaimed}")
     if want.status == "ok":
         _slot_lines(slots, want, got, difference, lines)
     if trace:
         lines.append("the reference's walk:")
         lines.append(format_trace(reading.program()).rstrip())
-    if diagnose and not agrees:
+    if diagnose and (not agrees or unclaimed is not None):
+        got = whole
         from gradient_conformance.conformance.explain import explain_finding
         from gradient_conformance.conformance.running import Finding
         if want.status == "ok" and got.status == "ok":
