@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import pathlib
 import shlex
+import shutil
 import sys
 
 import numpy as np
@@ -180,10 +181,22 @@ def write_atomically(path: pathlib.Path, text: str) -> None:
 def replay_command(case_file: pathlib.Path, impl_spec: str,
                    base: pathlib.Path | None = None) -> str:
     """The command that replays a case file, as the user would type it in `base` (where the
-    suite was run): paths relative to it where they lie inside it, and the user's Python."""
-    python = shown(pathlib.Path(sys.executable), base)
-    return (f"{shlex.quote(str(python))} -m gradient_conformance replay "
-            f"{shlex.quote(str(shown(case_file, base)))} --impl={shlex.quote(impl_spec)}")
+    suite was run): `gradient-conformance replay ...` where that command on the PATH is this
+    installation's (so a report sent to someone else shows no path of this machine's); else
+    this installation's command, or its Python, by path, relative to `base` where it lies
+    inside it."""
+    return (f"{_command(base)} replay {shlex.quote(str(shown(case_file, base)))} "
+            f"--impl={shlex.quote(impl_spec)}")
+
+
+def _command(base: pathlib.Path | None) -> str:
+    script = pathlib.Path(sys.executable).parent / "gradient-conformance"
+    on_path = shutil.which("gradient-conformance")
+    if on_path is not None and script.exists() and os.path.samefile(on_path, script):
+        return "gradient-conformance"
+    if script.exists():
+        return shlex.quote(str(shown(script, base)))
+    return f"{shlex.quote(str(shown(pathlib.Path(sys.executable), base)))} -m gradient_conformance"
 
 
 def shown(path: pathlib.Path, base: pathlib.Path | None) -> pathlib.Path:

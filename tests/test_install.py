@@ -127,7 +127,7 @@ def test_a_seeded_fault_fails_with_the_replay_command(installed):
                          "-k", "op_form_recip"], cwd=project)
     assert code == 1, output[-3000:]
     command = re.search(r"^replay:\s+(.+)$", output, re.M).group(1)
-    assert command.startswith(f"{bin_ / 'python'} -m gradient_conformance replay "
+    assert command.startswith(f"{bin_ / 'gradient-conformance'} replay "
                               ".gradient-conformance/divergences/"), command
     code, again = _run(shlex.split(command), cwd=project)
     assert code == 1 and "DIVERGES" in again, again

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import pathlib
 import re
 import subprocess
 import sys
@@ -144,9 +145,22 @@ def test_a_failure_in_the_terminal_says_how_to_replay_it(tmp_path):
     assert case.startswith(".gradient-conformance/divergences/")
     assert (tmp_path / ".gradient-conformance" / ".gitignore").read_text() == "*\n"
     command = re.search(r"^replay:\s+(.+)$", output, re.M).group(1)
-    assert f" -m gradient_conformance replay {case} --impl={RECIP}" in command
+    assert command.endswith(f"gradient-conformance replay {case} --impl={RECIP}"), command
     again = subprocess.run(command, shell=True, cwd=tmp_path, capture_output=True, text=True)
     assert again.returncode == 1 and "DIVERGES" in again.stdout, again.stdout + again.stderr
+
+
+def test_the_replay_command_is_the_one_on_the_path_when_it_is_this_installation_s(tmp_path):
+    """A report sent to someone else shows `gradient-conformance replay ...`, no path of this
+    machine's, when the command on the PATH is the one that ran (an activated venv)."""
+    scripts = pathlib.Path(sys.executable).parent
+    if not (scripts / "gradient-conformance").exists():
+        pytest.fail(f"no gradient-conformance beside {sys.executable}: not an installation")
+    env = {**os.environ, "PATH": f"{scripts}{os.pathsep}{os.environ.get('PATH', '')}"}
+    code, output, _ = suite(RECIP, "-q", "-k", "op_form_recip", cwd=tmp_path, env=env)
+    assert code == 1, output
+    command = re.search(r"^replay:\s+(.+)$", output, re.M).group(1)
+    assert command.startswith("gradient-conformance replay .gradient-conformance/"), command
 
 
 def test_a_passing_run_s_figures_say_what_was_measured_against_what():
