@@ -268,6 +268,7 @@ class Run:
     def pytest_terminal_summary(self, terminalreporter):
         if _worker_id(self.config) is not None or self.totals is None:
             return
+        from gradient_conformance.reports.records import counted
         from gradient_conformance.reports.terminal import figures_lines
         lines = figures_lines(self.totals.figures)
         explained = [d.diagnosis.get("seconds", 0.0) + d.location.get("seconds", 0.0)
@@ -275,9 +276,10 @@ class Run:
         if explained:
             run = time.monotonic() - self.clock
             probes = sum(d.location.get("runs", 0) for d in self.totals.divergences)
-            lines.append(f"explanation: {len(explained)} divergences re-run under the "
-                         f"catalogue's variants and probed ({probes} runs of the "
-                         f"implementation) in {sum(explained):.1f} s, "
+            lines.append(f"explanation: {counted(len(explained), 'divergence')} re-run "
+                         "under the catalogue's variants and probed "
+                         f"({counted(probes, 'run')} of the implementation) in "
+                         f"{sum(explained):.1f} s, "
                          f"{100 * sum(explained) / run:.1f}% of the run's {run:.0f} s")
         if any(self.totals.ended):
             lines.append(f"contained: {self.confinement_words()}")
@@ -302,7 +304,7 @@ class Run:
         saved = [d for d in self.totals.divergences if d.case_file]
         if saved:
             terminalreporter.write_line(
-                f"{len(saved)} divergences saved as case files in "
+                f"{counted(len(saved), 'divergence')} saved as case files in "
                 f"{_shown(self.cases_dir, self.base)}/; each failure above gives the command "
                 "that replays it")
 

@@ -30,6 +30,11 @@ def visible(text: str) -> str:
                           str(text))
 
 
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """`n` and the noun in the number it takes: "1 divergence", "2 divergences"."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
+
+
 @dataclass
 class Element:
     """One element that differs: where, and both values in decimal and as bits."""

@@ -17,6 +17,7 @@ from gradient_conformance.conformance.outcome import Outcome
 from gradient_conformance.conformance.running import Reading
 from gradient_conformance.conformance.transports.loading import load
 from gradient_conformance.reference import cases, exact
+from gradient_conformance.reports.records import counted
 from tests.conftest import CASES, ROOT, suite
 
 OUTSIDE = str(ROOT / "tests" / "impls" / "exp2_constant.py")
@@ -116,7 +117,7 @@ def test_a_fault_outside_the_catalogue_gets_no_name(tmp_path):
         assert not d["diagnosis"]["pairs"], d["diagnosis_line"]
         assert "no known variant" in d["diagnosis_line"]
     assert "diagnosis: no known variant reproduces these results" in output
-    assert f"explanation: {len(divergences)} divergences re-run under the " \
+    assert f"explanation: {counted(len(divergences), 'divergence')} re-run under the " \
         "catalogue's variants and probed" in output
 
 

@@ -162,3 +162,15 @@ def test_a_valid_program_refused_is_located_at_the_statement_it_starts_to_be(tmp
                                 "out = run(buffers)")
     where = _located(module, "gradient/op_form_recip.ir")
     assert (where.kind, where.line, where.op) == ("run-error", 8, "recip"), where.text()
+
+
+def test_a_leaf_no_entry_uses_is_said_to_receive_no_share():
+    """Words, not a count of nothing: an input whose derivative is wrong though no entry uses
+    it is "made of no share: it receives none" (it was "the no shares")."""
+    tape = [["input", 2.0], ["input", 3.0], ["mul", 0, 0]]
+    want = backprop_bits(tape)
+    got = list(want)
+    got[1] ^= 1
+    where = locate_tape(tape, Outcome("ok", derivatives=want), Outcome("ok", derivatives=got))
+    assert "made of no share: it receives none" in where.text(), where.text()
+    assert "the no share" not in where.text()

@@ -146,6 +146,19 @@ def test_records_escape_in_a_rendered_report():
     assert "<img" not in html and "&lt;img" in html
 
 
+def test_counts_take_the_number_of_their_noun():
+    """"1 divergence", "Program (1 statement)": never "1 divergences"."""
+    from gradient_conformance.reports.records import counted
+    assert (counted(1, "divergence"), counted(0, "divergence"), counted(2, "run")) == \
+        ("1 divergence", "0 divergences", "2 runs")
+    pages = {n: render(Report(implementation={"name": "x", "version": "", "spec": "x",
+                                              "capabilities": {}},
+                              checks={"c": {"failed": 1}}, divergences=[Divergence(
+                                  "c", "i", "s", source="x\n" * n, statements=n)]))
+             for n in (1, 3)}
+    assert "Program (1 statement)</h4>" in pages[1] and "Program (3 statements)</h4>" in pages[3]
+
+
 def _chromium() -> str | None:
     return shutil.which("chromium") or shutil.which("chromium-browser")
 
@@ -320,3 +333,16 @@ def test_the_report_command_collects_saved_divergences(tmp_path, faulty_run):
     html = (tmp_path / "all.html").read_text()
     assert all(d.check in html for d in report.divergences)
     assert (tmp_path / "all.json").exists()
+
+
+def test_the_spec_command_prints_a_whole_document_it_is_named_by():
+    """`spec VECTORS.md` (or `spec vectors`) is VECTORS.md, where it answered "no section";
+    and VECTORS.md says what SPEC.md says a slot starts as."""
+    for name in ("VECTORS.md", "vectors"):
+        run = subprocess.run([sys.executable, "-m", "gradient_conformance", "spec", name],
+                             capture_output=True, text=True, timeout=120)
+        assert run.returncode == 0 and run.stdout.startswith("# Test vectors"), run.stderr
+    missing = subprocess.run([sys.executable, "-m", "gradient_conformance", "spec", "NOSUCH"],
+                             capture_output=True, text=True, timeout=120)
+    assert missing.returncode == 2 and "no section 'NOSUCH'" in missing.stderr
+    assert "0x7fc0dead" in (ROOT / "VECTORS.md").read_text()

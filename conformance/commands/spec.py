@@ -35,7 +35,15 @@ def section(text: str, wanted: str) -> str | None:
     return None
 
 
+DOCUMENTS = ("SPEC.md", "VECTORS.md")  # what the package ships, and `spec NAME` prints whole
+
+
 def show(wanted: str | None, *, document: str = "SPEC.md") -> int:
+    named = next((d for d in DOCUMENTS if wanted is not None and
+                  wanted.strip().lower() in (d.lower(), d.lower().removesuffix(".md"))), None)
+    if named is not None:
+        print(resource(named).read_text(encoding="utf-8"), end="")
+        return 0
     text = resource(document).read_text(encoding="utf-8")
     if wanted is None:
         for level, title, _ in sections(text):
@@ -52,7 +60,8 @@ def show(wanted: str | None, *, document: str = "SPEC.md") -> int:
 def add_parser(commands) -> None:
     parser = commands.add_parser("spec", help="print a section of the project's SPEC.md")
     parser.add_argument("section", nargs="?", default=None,
-                      help="a heading, or part of one; without it, the list of sections")
+                      help="a heading, or part of one; SPEC.md or VECTORS.md for the whole "
+                           "document; without it, the list of sections")
     parser.add_argument("--vectors", action="store_true", help="VECTORS.md instead")
 
 

@@ -607,9 +607,9 @@ def locate_tape(tape, want: Outcome, got: Outcome, variants=()) -> Location:
                           f"{len(users)} shares it receives (from entries "
                           f"{', '.join(map(str, users))})", "fold"))
     if kind in ("input", "const"):
-        places.append((k + 1, "leaf", "the derivative of "
-                       f"an {kind} entry, made of the {len(users) or 'no'} share"
-                       f"{'' if len(users) == 1 else 's'} it receives", "leaf"))
+        made = {0: "made of no share: it receives none", 1: "made of the one share it "
+                "receives"}.get(len(users), f"made of the {len(users)} shares it receives")
+        places.append((k + 1, "leaf", f"the derivative of an {kind} entry, {made}", "leaf"))
     if not places:
         return Location(reason=f"{values}, but entry {k} receives no share")
     location, kind_ = _among(places, values, [changes([n]) for n in variants], list(variants),
