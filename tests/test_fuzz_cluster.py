@@ -111,9 +111,12 @@ def test_fixed_means_the_stored_case_now_agrees(tmp_path):
     assert changes["fixed"] == found and changes["new"] == changes["still"] == []
     html = (out / "report.html").read_text()
     assert "Since the previous run" in html and f'<code class="fixed">{found[0]}' in html
-    assert [line["spec"] for line in read_history(out)] == [str(impl)] * 2
+    assert [line["impl"] for line in read_history(out)] == [str(impl)] * 2
     # Another implementation's first run has nothing to compare with.
     assert Progress(out, "another").changes(read_history(out)) == {}
+    # A line written before the field was called `impl` still counts as that --impl's.
+    legacy = {"started": "2026-12-01T00:00:00", "spec": "another", "signatures": {}}
+    assert Progress(out, "another").changes([legacy])["previous"] == legacy["started"]
 
 
 def test_a_cluster_that_cannot_be_reached_is_a_usage_error(tmp_path):

@@ -107,8 +107,8 @@ def _history_text(out: pathlib.Path) -> str:
 
 
 HISTORY_BYTES = 64 << 20
-_HISTORY_FIELDS = {"started": str, "spec": str, "implementation": str, "where": str,
-                   "signatures": dict}
+_HISTORY_FIELDS = {"started": str, "impl": str, "spec": str, "implementation": str,
+                   "where": str, "signatures": dict}
 
 
 def _runs(text: str) -> list[dict]:
@@ -207,7 +207,7 @@ class Progress:
     def history_line(self) -> dict:
         """This run, as a line of OUT/history.jsonl."""
         return {"started": self.started.isoformat(timespec="seconds"),
-                "seconds": round(time.monotonic() - self.clock, 1), "spec": self.spec,
+                "seconds": round(time.monotonic() - self.clock, 1), "impl": self.spec,
                 "implementation": self.implementation.get("name", ""), "where": self.where,
                 "cases": sum(self.totals.cases.values()), "found": self.found,
                 "signatures": self.signatures()}
@@ -216,8 +216,9 @@ class Progress:
         """What is new since the previous run of this implementation in `history`, and what
         this run did not find again ("unseen", among the checks it ran), by signature: each
         signature's text, keyed by its store folder. Empty for a first run."""
-        previous = next((run for run in reversed(history) if run.get("spec") == self.spec),
-                        None)
+        # `spec`: what lines written before 2026-12-05 called the --impl they ran.
+        previous = next((run for run in reversed(history)
+                         if run.get("impl", run.get("spec")) == self.spec), None)
         if previous is None:
             return {}
         now, then = self.signatures(), previous.get("signatures", {})
