@@ -71,3 +71,47 @@ def test_a_malformed_case_file_is_one_fail_line(tmp_path):
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert "does not declare" in result.stdout
     assert result.stdout.strip().endswith("1 passed, 2 failed")
+
+
+def _command(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "gradient_conformance", *args],
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_help_describes_each_option_with_its_choices():
+    from gradient_conformance.conformance.commands.suite import SUITE_OPTIONS
+    run = _command("--help")
+    assert run.returncode == 0
+    for name in SUITE_OPTIONS:
+        assert f"\n  {name}" in run.stdout, name
+    assert "  --profile {ci,dev,nightly}\n      ci (derandomized" in run.stdout
+    assert "  --sandbox {auto,bwrap,none}\n" in run.stdout
+
+
+def test_a_usage_error_is_the_suite_s_own_names_the_option_as_typed_and_exits_2():
+    for typed, says in ((["--profile=quick"], "--profile=quick: 'quick' is not one of ci, "
+                         "dev, nightly"),
+                        (["--profile", "quick"], "--profile quick: 'quick' is not one of"),
+                        (["--max-examples", "-3"], "--max-examples -3: -3 examples would "
+                         "check nothing"),
+                        (["--sandbox"], "--sandbox needs a value: --sandbox {auto,bwrap,none}")):
+        run = _command("--impl=reference", *typed)
+        assert run.returncode == 2, (typed, run.stderr)
+        assert f"gradient-conformance: {says}" in run.stderr, run.stderr
+        assert "--conformance-" not in run.stderr and "Traceback" not in run.stderr
+    run = _command("--impl=reference", "--no-such-option")
+    assert run.returncode == 2 and "--no-such-option" in run.stderr, run.stderr
+
+
+def test_running_on_processes_without_xdist_says_which_extra_to_install(monkeypatch):
+    import importlib.util
+
+    from gradient_conformance.conformance.commands import suite
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "xdist" else real(name, *a))
+    for argv in (["-n", "2"], ["-n2"], ["--numprocesses=2"]):
+        said = suite.usage_problem(["--impl=x", *argv])
+        assert said is not None and said.startswith(" ".join(argv)), said
+        assert "pip install 'gradient-conformance[xdist]'" in said
+    assert suite.usage_problem(["--impl=x", "-x", "-k", "recip"]) is None

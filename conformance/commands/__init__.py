@@ -24,7 +24,7 @@ import argparse
 import importlib
 import sys
 
-from gradient_conformance.conformance.commands.suite import SUITE_OPTIONS, run_suite
+from gradient_conformance.conformance.commands.suite import options_help, run_suite
 
 # command -> (its module, the module's function that adds its parser, the one that runs it).
 # Each module is imported only when a command is asked for: the suite itself (no command)
@@ -62,8 +62,8 @@ def _main(argv: list[str] | None) -> int:
         return _command(argv)
     if not argv or argv[0] in ("-h", "--help"):
         print(__doc__.strip().split("\n\n", 1)[1])
-        print("\nThe suite's options (each also as --conformance-NAME under plain pytest):\n  "
-              + "\n  ".join(["--impl IMPL", *SUITE_OPTIONS]))
+        print("\nThe suite's options (each also as --conformance-NAME under plain pytest):\n"
+              + options_help())
         return 0 if argv else 2
     return run_suite(argv)
 

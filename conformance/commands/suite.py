@@ -3,6 +3,7 @@ and what the other commands share (loading an implementation as --impl names it)
 
 from __future__ import annotations
 
+import argparse
 import os
 import pathlib
 from dataclasses import dataclass
@@ -38,13 +39,108 @@ def suite_arguments(argv: list[str]) -> list[str]:
     return out
 
 
+@dataclass
+class Option:
+    """One of the suite's options, as the plugin declares it (conformance/plugin.py), under
+    the name this command spells it."""
+
+    name: str
+    help: str
+    metavar: str | None = None
+    choices: list | None = None
+    convert: object = None  # the plugin's type, which checks a value
+    flag: bool = False  # takes no value
+
+    def usage(self) -> str:
+        if self.flag:
+            return self.name
+        return f"{self.name} {'{' + ','.join(self.choices) + '}' if self.choices else self.metavar}"
+
+
+class _Declared:
+    """A stand-in for pytest's parser that keeps what the plugin declares."""
+
+    def __init__(self):
+        self.options: list[Option] = []
+
+    def getgroup(self, *args):
+        return self
+
+    def addoption(self, name, **kw):
+        shown = {v: k for k, v in SUITE_OPTIONS.items()}.get(name, name)
+        self.options.append(Option(shown, kw.get("help", ""), kw.get("metavar") or "VALUE",
+                                   kw.get("choices"), kw.get("type"),
+                                   kw.get("action") == "store_true"))
+
+
+def suite_options() -> list[Option]:
+    """The suite's options, with what each does and takes, from the plugin's declarations."""
+    from gradient_conformance.conformance import plugin
+    declared = _Declared()
+    plugin.pytest_addoption(declared)
+    return declared.options
+
+
+def options_help() -> str:
+    """The suite's options for --help: each with what it takes and what it does."""
+    import textwrap
+    lines = []
+    for option in suite_options():
+        lines.append(f"  {option.usage()}")
+        lines += textwrap.wrap(option.help, 88, initial_indent=" " * 6, subsequent_indent=" " * 6)
+    return "\n".join(lines)
+
+
+XDIST_OPTIONS = ("-n", "--numprocesses", "--dist", "--maxprocesses")
+
+
+def usage_problem(argv: list[str]) -> str | None:
+    """What is wrong with the suite's own options in `argv`, named as typed, with the fix; or
+    None. pytest would say it later, naming the plugin's prefixed names, with its own exit
+    status."""
+    import importlib.util
+    options = {o.name: o for o in suite_options()}
+    options.update({SUITE_OPTIONS.get(o.name, o.name): o for o in options.values()})
+    for k, arg in enumerate(argv):
+        name, equals, value = arg.partition("=")
+        if name in XDIST_OPTIONS or (arg.startswith("-n") and arg[2:].isalnum() and arg[2:]):
+            if importlib.util.find_spec("xdist") is None:
+                return (f"{arg}{'' if equals or arg[2:] else ' ' + ' '.join(argv[k + 1:k + 2])}"
+                        ": running on several processes needs pytest-xdist, which is not "
+                        "installed: pip install 'gradient-conformance[xdist]'")
+            continue
+        option = options.get(name)
+        if option is None or option.flag:
+            continue
+        if not equals:
+            if k + 1 >= len(argv) or argv[k + 1].startswith("--"):
+                return f"{arg} needs a value: {option.usage()}; {option.help}"
+            value = argv[k + 1]
+        if option.choices and value not in option.choices:
+            return (f"{arg if equals else arg + ' ' + value}: {value!r} is not one of "
+                    f"{', '.join(option.choices)}; {option.help}")
+        if callable(option.convert):
+            try:
+                option.convert(value)
+            except (ValueError, TypeError, argparse.ArgumentTypeError) as problem:
+                return f"{arg if equals else arg + ' ' + value}: {problem}"
+    return None
+
+
 def run_suite(argv: list[str]) -> int:
     import json
+    import sys
 
+    problem = usage_problem(argv)
+    if problem is not None:
+        print(f"gradient-conformance: {problem}", file=sys.stderr)
+        return 2
     import pytest
     # The report shows the command as the user typed it, not as pytest was called.
     os.environ["GRADIENT_CONFORMANCE_COMMAND"] = json.dumps(["gradient-conformance", *argv])
-    return int(pytest.main(suite_arguments(argv)))
+    code = int(pytest.main(suite_arguments(argv)))
+    # pytest's usage error is 4; this command's, as --help says, is 2.
+    return 2 if code == pytest.ExitCode.USAGE_ERROR else code
 
 
 @dataclass
