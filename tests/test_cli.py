@@ -115,3 +115,26 @@ def test_running_on_processes_without_xdist_says_which_extra_to_install(monkeypa
         assert said is not None and said.startswith(" ".join(argv)), said
         assert "pip install 'gradient-conformance[xdist]'" in said
     assert suite.usage_problem(["--impl=x", "-x", "-k", "recip"]) is None
+
+
+def test_the_checks_command_lists_every_check_with_what_it_checks():
+    """`gradient-conformance checks`: a line each, to pick from with -k, read from the checks'
+    source without importing them, nor Hypothesis or pytest."""
+    import ast
+    run = _command("checks")
+    assert run.returncode == 0, run.stderr
+    names = [node.name for path in (ROOT / "conformance" / "checks").glob("test_*.py")
+             for node in ast.parse(path.read_text()).body
+             if isinstance(node, ast.FunctionDef) and node.name.startswith("test_")]
+    lines = {line.split()[0]: line for line in run.stdout.splitlines() if line.strip()}
+    for name in names:
+        assert name in lines and lines[name].rstrip().endswith("."), lines.get(name)
+    assert f"{len(names)} checks; run some with -k" in run.stdout
+    probe = subprocess.run([sys.executable, "-c", (
+        "import sys, contextlib, io\n"
+        "from gradient_conformance.conformance.commands import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()): main(['checks'])\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('hypothesis', 'pytest')\n"
+        "             or m.startswith('gradient_conformance.conformance.checks.')))")],
+        capture_output=True, text=True, timeout=120)
+    assert probe.stdout.strip() == "[]", probe.stdout + probe.stderr

@@ -17,6 +17,8 @@ RANK = 5  # where the suite runs these checks (plugin.rank): cheaper, more telli
 
 @given(data=st.data())
 def test_shares_are_summed_in_arrival_order(impl, tally, data):
+    """Programs whose gradient sums depend on the order: shares summed in arrival order, bit
+    for bit."""
     if not impl.capabilities["bit_exact_gradients"]:
         pytest.skip("the order of a sum shows only in the bits, and the implementation does "
                     "not claim bit-exact gradients (CAPABILITIES)")

@@ -32,6 +32,8 @@ def case_id(path) -> str:
 
 @pytest.mark.parametrize("path", PATHS, ids=case_id)
 def test_case_file(impl, tally, path):
+    """Each case file the package ships, through the implementation: its rejection, run-time
+    error or outputs."""
     run_case_file(impl, tally, path)
 
 

@@ -22,6 +22,7 @@ RANK = 1  # where the suite runs these checks (plugin.rank): cheaper, more telli
 
 @given(data=st.data())
 def test_exact_programs_bit_for_bit(impl, tally, data):
+    """Generated programs without exp2, log2 and sin, their values bit for bit."""
     case = data.draw(exact_programs(exclude=running.exclusions(impl, bits=True)))
     running.supported(impl, case, tally)
     running.check_case(impl, tally, case)

@@ -18,6 +18,7 @@ RANK = 4  # where the suite runs these checks (plugin.rank): cheaper, more telli
 
 @given(data=st.data())
 def test_gradients_bit_for_bit(impl, tally, data):
+    """Generated programs with gradients, bit for bit, for an implementation that claims it."""
     if not impl.capabilities.get("bit_exact_gradients", True):
         pytest.skip("does not claim bit-exact gradients (CAPABILITIES)")
     inexact = any(impl.ulps(op) for op in TRANSCENDENTAL)

@@ -16,6 +16,7 @@ RANK = 2  # where the suite runs these checks (plugin.rank): cheaper, more telli
 
 @given(data=st.data())
 def test_invalid_gradients_are_rejected(impl, tally, data):
+    """Generated gradients the spec rejects, one rule each: rejected at build."""
     case = data.draw(invalid_gradients())
     running.supported(impl, case, tally)
     want, got = Outcome("rejected"), impl.build_only(case.source)
@@ -30,6 +31,7 @@ def test_invalid_gradients_are_rejected(impl, tally, data):
 
 @given(data=st.data())
 def test_near_misses_are_accepted(impl, tally, data):
+    """Generated programs a step away from a rejection rule: accepted, with the spec's values."""
     case = data.draw(near_misses())
     running.supported(impl, case, tally)
     inexact = any(impl.ulps(op) for op in TRANSCENDENTAL)
@@ -47,4 +49,5 @@ def test_near_misses_are_accepted(impl, tally, data):
 
 
 def test_exclusions_leave_out_what_is_unsupported(impl):
+    """The generators leave out everything the implementation declares unsupported."""
     assert running.exclusions(impl) >= set(impl.unsupported())

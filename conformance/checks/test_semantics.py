@@ -23,4 +23,6 @@ TOPICS = {
 @pytest.mark.parametrize(("topic", "name"), [(t, n) for t, ns in TOPICS.items() for n in ns],
                          ids=lambda v: v.split("/")[-1])
 def test_semantics(impl, tally, topic, name):
+    """The case files of one semantic topic (i32, signed zeros, NaN, ...), as test_case_file
+    runs them."""
     run_case_file(impl, tally, CASES / name)

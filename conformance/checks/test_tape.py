@@ -43,6 +43,7 @@ def check_tape(impl, tally, case) -> None:
 
 @given(data=st.data())
 def test_tapes_bit_for_bit(impl, tally, data):
+    """Generated tapes for backprop(): every derivative bit for bit."""
     check_tape(impl, tally, data.draw(tapes()))
 
 
@@ -91,6 +92,7 @@ def test_tape_derivatives_are_near_the_true_derivative(impl, tally, data):
 
 @given(data=st.data())
 def test_invalid_tapes_are_rejected(impl, tally, data):
+    """Generated tapes that break a rule of the tape format: rejected."""
     case = data.draw(invalid_tapes())
     tally.case({"tape"})
     tape_verdict(tally, case.tape, Outcome("rejected", message=case.expect_error),
@@ -100,6 +102,7 @@ def test_invalid_tapes_are_rejected(impl, tally, data):
 
 @pytest.mark.parametrize("path", PATHS, ids=lambda p: f"tapes/{p.name}")
 def test_tape_case_file(impl, tally, path):
+    """Each tape case file the package ships, through backprop()."""
     case = load_tape_case(path.read_text())
     want = (Outcome("rejected", message=case["error"]) if case["error"] is not None else
             Outcome("ok", derivatives=case["derivatives"]))

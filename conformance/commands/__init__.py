@@ -11,6 +11,7 @@ command line of the suite".
     gradient-conformance spec [SECTION]
     gradient-conformance mutants [--variant NAME ...] [--jobs K] [--list]
     gradient-conformance coverage [--impl=X] [--profile P] [--fail-under PERCENT]
+    gradient-conformance checks                 # the checks, a line each, to pick with -k
 
 Without a command, it runs the installed suite under pytest, against --impl, from the current
 directory; what it does not know (-x, -k, -n 2, ...) goes to pytest as it is. Exit status:
@@ -38,7 +39,8 @@ COMMANDS = {"replay": ("replay", "add_parser", "run"),
             "serve": ("serve", "add_parser", "run"),
             "spec": ("spec", "add_parser", "run"),
             "mutants": ("mutants", "add_parser", "run"),
-            "coverage": ("coverage", "add_parser", "run")}
+            "coverage": ("coverage", "add_parser", "run"),
+            "checks": ("checks", "add_parser", "run")}
 
 
 def _function(command: str, which: int):
