@@ -122,6 +122,19 @@ def test_progress_keeps_the_smallest_of_each_signature(tmp_path):
         case_file_name(CHECK, text + "\n", ".ir") for text in ("a", "a\nb", "a\nb\nc"))
 
 
+def test_a_check_that_ran_no_case_is_a_warning_in_the_terminal_and_the_report(tmp_path):
+    """A check the sessions collected that ran nothing (and was not skipped) is said to have
+    run no case; one that ran cases, or was skipped with its reason, is not."""
+    progress = Progress(tmp_path, FAULT, "1 process")
+    progress.take((0, "checks", [CHECK, "test_idle", "test_skipped"]))
+    progress.take((0, "record", {"check": CHECK, "outcome": "passed", "cases": 3, "ops": {}}))
+    progress.take((0, "record", {"check": "test_skipped", "outcome": "skipped",
+                                 "skip": "unsupported", "cases": 0}))
+    assert [w.split(" ran no case")[0] for w in progress.idle()] == ["warning: test_idle"]
+    assert any(n.startswith("warning: test_idle ran no case in ") for n in
+               progress.report().notes)
+
+
 def test_a_run_goes_on_from_the_store_it_finds(tmp_path):
     """A run into an OUT that an earlier run (killed, say) stored into: a signature stored
     there is this run's too when found again, and is rewritten only by a smaller case."""

@@ -187,6 +187,13 @@ class Progress:
             save(d, folder, self.spec)
             save_divergence(d, folder)
 
+    def idle(self) -> list[str]:
+        """A warning for each collected check that ran no case and was not skipped: a fuzz
+        run whose check found nothing because it ran nothing must not read as a clean one."""
+        elapsed = time.monotonic() - self.clock
+        return [f"warning: {c} ran no case in {elapsed:.0f} s" for c in self.checks or []
+                if not self.totals.cases.get(c) and c not in self.totals.skips]
+
     def line(self) -> str:
         elapsed = time.monotonic() - self.clock
         total = sum(self.totals.cases.values())
@@ -247,6 +254,7 @@ class Progress:
                  "simpler one's explain ('also seen as' lists the rest). 'failed' counts "
                  "those shown."]
         notes += [f"{c} skipped: {why}" for c, why in sorted(skipped.items())]
+        notes += self.idle()
         notes += self.problems
         # Named by its spec until a session says more (none may have started).
         implementation = self.implementation or {"name": self.spec, "version": "",
@@ -341,7 +349,7 @@ def _end(progress: Progress, out: pathlib.Path, report: pathlib.Path | None, tim
     """The run's last line, its report (with what changed since the previous run) and its
     line of history."""
     print(progress.line(), file=log, flush=True)
-    for problem in progress.problems:
+    for problem in [*progress.idle(), *progress.problems]:
         print(problem, file=log, flush=True)
     earlier = _history_text(out)
     changes = progress.changes(_runs(earlier))
