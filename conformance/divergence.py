@@ -19,7 +19,7 @@ import sys
 
 import numpy as np
 
-from gradient_conformance.conformance.outcome import compare
+from gradient_conformance.conformance.outcome import Outcome, compare
 from gradient_conformance.conformance.running import Finding
 from gradient_conformance.reference import cases, exact
 from gradient_conformance.reference.errors import IRError
@@ -27,7 +27,7 @@ from gradient_conformance.reference.ops import FEATURES, feature
 from gradient_conformance.reference.printer import format_expanded, format_trace
 from gradient_conformance.reference.program import Define, Program, cone, walk
 from gradient_conformance.reference.rules import rule_key
-from gradient_conformance.reference.tape import format_tape_case
+from gradient_conformance.reference.tape import backprop_trace, format_tape_case
 from gradient_conformance.reports.records import Divergence, case_file_name, visible
 
 # Ops that move values about without computing: they are in every program's cone, and say
@@ -104,8 +104,18 @@ def _describe_tape(check: str, test_id: str, finding: Finding) -> Divergence:
         expected_message=want.message, actual_message=got.message, elements=elements,
         highlight=[elements[0].index + 1] if elements else [],
         signature=(check, subject, difference.kind if difference else "none"),
-        statements=len(lines), case_text=case_text,
+        statements=len(lines), case_text=case_text, trace=_tape_trace(tape, want),
         case_name=case_file_name(check, case_text, ".json"))
+
+
+def _tape_trace(tape, want: Outcome) -> str:
+    """The reference's backprop of a tape it accepts, beside what the implementation gave."""
+    if want.status != "ok":
+        return ""
+    try:
+        return visible(backprop_trace(tape))
+    except IRError:
+        return ""
 
 
 def subject(finding: Finding) -> tuple[str, str]:

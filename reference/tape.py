@@ -157,6 +157,27 @@ def backprop_bits(tape, semantics=SPEC) -> list[int]:
     return walk(entries, forward(entries, semantics.tape_domain), semantics)[0]
 
 
+def backprop_trace(tape) -> str:
+    """The spec's walk of a valid tape, an entry a line from the last: its derivative, and
+    the shares it received in arrival order, each with the entry that sent it."""
+    entries = check(tape)
+    derivatives, shares = walk(entries, forward(entries))
+    senders: list[list] = [[] for _ in entries]
+    senders[-1].append("the start")
+    for k in range(len(entries) - 1, -1, -1):
+        if shares[k] and entries[k][0] not in LEAVES:
+            for position in SPEC.tape_operands(entries[k][1], entries[k][2]):
+                senders[entries[k][1 + position]].append(f"entry {k}")
+    lines = []
+    for k in range(len(entries) - 1, -1, -1):
+        received = [f"{exact.f32_to_text(b)} from {s}" for b, s in zip(shares[k], senders[k],
+                                                                       strict=True)]
+        lines.append(f"{k}: {list(tape[k])!r}  derivative "
+                     f"{exact.f32_to_text(derivatives[k])} (0x{derivatives[k]:08x})"
+                     + (f" = {' + '.join(received)}" if received else ": receives no share"))
+    return "\n".join(lines)
+
+
 def backprop(tape) -> list[float]:
     """The protocol entry point: the derivative of the last entry with respect to every
     entry, as Python floats that are exactly f32 values."""

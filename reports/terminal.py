@@ -14,12 +14,19 @@ def terminal_text(d: Divergence) -> str:
     inputs in decimal and hex, what the implementation said, and how to replay it."""
     out = [d.summary] + ([d.description] if d.description and d.description != d.summary
                          else [])
+    tape = is_tape(d)
     if d.source:
         marked = set(d.highlight)
-        out.append("--- the program" + (" (lines marked > store the first differing slot)"
-                                        if marked else "") + " ---")
-        out += [f"{'>' if k in marked else ' '}{k:4}  {line}"
-                for k, line in enumerate(d.source.splitlines(), start=1)]
+        if tape:
+            out.append("--- the tape" + (" (the entry marked > is the first whose derivative "
+                                         "differs)" if marked else "") + " ---")
+            out += [f"{'>' if k in marked else ' '} {line}"
+                    for k, line in enumerate(d.source.splitlines(), start=1)]
+        else:
+            out.append("--- the program" + (" (lines marked > store the first differing slot)"
+                                            if marked else "") + " ---")
+            out += [f"{'>' if k in marked else ' '}{k:4}  {line}"
+                    for k, line in enumerate(d.source.splitlines(), start=1)]
     if d.inputs:
         out.append("--- inputs ---")
         for slot in d.inputs:
@@ -30,11 +37,14 @@ def terminal_text(d: Divergence) -> str:
                        + "  ".join(pairs[:SHOWN_VALUES]) + (f"  ... {more} more" if more > 0
                                                             else ""))
     if d.elements:
-        out.append("--- differing elements ---")
-        out += [f"slot {e.slot}[{e.index}]: expected {e.expected} ({e.expected_bits}), got "
-                f"{e.actual} ({e.actual_bits})" + ("" if e.ulps is None else
-                                                   f", {e.ulps} ulps apart")
+        out.append("--- differing derivatives ---" if tape else "--- differing elements ---")
+        out += [f"{f'entry {e.index}' if tape else f'slot {e.slot}[{e.index}]'}: expected "
+                f"{e.expected} ({e.expected_bits}), got {e.actual} ({e.actual_bits})"
+                + ("" if e.ulps is None else f", {e.ulps} ulps apart")
                 for e in d.elements]
+    if tape and d.trace:
+        out += ["--- the reference's backprop, from the last entry (shares in arrival "
+                "order) ---", d.trace]
     if d.actual_message and d.actual_message not in d.summary:
         out += ["--- the implementation said ---", d.actual_message]
     if d.diagnosis_line:
@@ -46,6 +56,12 @@ def terminal_text(d: Divergence) -> str:
     if d.replay:
         out.append(f"replay:    {d.replay}")
     return "\n".join(out)
+
+
+def is_tape(d: Divergence) -> bool:
+    """Whether a divergence is a tape's (backprop's), not a program's: its case file, named
+    by the suite from its content, is a tape's JSON."""
+    return d.case_name.endswith(".json")
 
 
 def figures_lines(figures: dict[str, dict]) -> list[str]:

@@ -222,3 +222,36 @@ def test_tape_case_files_are_well_formed():
             assert raised.value.kind == case["error"], path
         else:
             assert backprop_bits(case["tape"]) == case["derivatives"], path
+
+
+def test_the_reference_s_backprop_trace_names_each_share_and_its_sender():
+    from gradient_conformance.reference.tape import backprop_trace
+    trace = backprop_trace([["input", 2.0], ["input", 3.0], ["mul", 0, 1], ["add", 2, 0]])
+    assert trace.splitlines() == [
+        "3: ['add', 2, 0]  derivative 1.0 (0x3f800000) = 1.0 from the start",
+        "2: ['mul', 0, 1]  derivative 1.0 (0x3f800000) = 1.0 from entry 3",
+        "1: ['input', 3.0]  derivative 2.0 (0x40000000) = 2.0 from entry 2",
+        "0: ['input', 2.0]  derivative 4.0 (0x40800000) = 1.0 from entry 3 + 3.0 from entry 2"]
+    unused = backprop_trace([["input", 2.0], ["input", 3.0], ["mul", 0, 0]])
+    assert "1: ['input', 3.0]  derivative 0.0 (0x00000000): receives no share" in unused
+
+
+def test_a_tape_divergence_is_told_in_the_tape_s_words(tmp_path):
+    """Entries and derivatives, not slots and statements, with the reference's backprop
+    beside them; in the terminal and in the HTML report."""
+    report = tmp_path / "r.html"
+    code, output, _ = suite("gradient_conformance.implementations.faults.tape_program_order",
+                            "-k", "arrival_order.json", f"--report={report}", cwd=tmp_path)
+    assert code == 1, output[-3000:]
+    assert "--- the tape (the entry marked > is the first whose derivative differs) ---" \
+        in output and "> 0: ['input', 1.0]" in output
+    assert "--- differing derivatives ---\nentry 0: expected 1.0 (0x3f800000), got 0.0" \
+        in output
+    assert "--- the reference's backprop, from the last entry" in output
+    assert "0: ['input', 1.0]  derivative 1.0 (0x3f800000) = -1e+08 from entry 6 + 1e+08 " \
+        "from entry 4 + 1.0 from entry 2" in output
+    assert "slot 0" not in output and "--- the program" not in output
+    html = report.read_text()
+    assert "<h4>Tape (9 entries)</h4>" in html and "<td>entry 0</td>" in html
+    assert "The reference&#39;s backprop, from the last entry" in html or \
+        "The reference's backprop, from the last entry" in html
