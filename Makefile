@@ -21,18 +21,19 @@ $(TEST): pyproject.toml $(CORE)
 	$(PY) -m pip install --quiet -e '.[test,torch,tinygrad,micrograd,autograd,cluster]'
 	touch $(TEST)
 
-# Debian's Chromium, Redis server, clang and bubblewrap: for the report's browser test, the
-# shared fuzzing database's test, tinygrad's constant-folded gradients (realized on its CPU
-# device), and the implementation's sandbox. Only where we are root with apt-get; elsewhere
-# those tests skip, saying why.
+# Debian's Chromium, Redis server, clang, bubblewrap and tmux: for the report's browser test,
+# the shared fuzzing database's test, tinygrad's constant-folded gradients (realized on its
+# CPU device), the implementation's sandbox, and the test that watches a terminal. Only where
+# we are root with apt-get; elsewhere those tests skip, saying why.
 SYSTEM_STAMP := $(VENV)/.system
 $(SYSTEM_STAMP): | $(VENV)/bin/python
 	@if command -v chromium >/dev/null && command -v redis-server >/dev/null && \
-		command -v clang >/dev/null && command -v bwrap >/dev/null; then :; \
+		command -v clang >/dev/null && command -v bwrap >/dev/null && \
+		command -v tmux >/dev/null; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-			chromium redis-server clang bubblewrap >/dev/null) || \
-			echo "could not install chromium, redis-server, clang, bubblewrap"; \
+			chromium redis-server clang bubblewrap tmux >/dev/null) || \
+			echo "could not install chromium, redis-server, clang, bubblewrap, tmux"; \
 	else echo "not root with apt-get: the browser, Redis and sandbox tests will skip"; fi
 	touch $(SYSTEM_STAMP)
 

@@ -225,6 +225,26 @@ class Run:
                 record = json.loads(value)
                 self.take(record)
                 self.config.hook.pytest_gradient_conformance_record(record=record)
+                self._say_found(report.nodeid, record)
+
+    def _say_found(self, nodeid: str, record: dict) -> None:
+        """A divergence on the terminal as soon as its check ends, not only when the run does:
+        what differs, its diagnosis, its location and how to replay it (the full text comes
+        at the end, as pytest's failures do)."""
+        terminal = self.config.pluginmanager.get_plugin("terminalreporter")
+        found = [record.get("divergence"), *record.get("more", [])]
+        if terminal is None or not isinstance(found[0], dict):
+            return
+        terminal.ensure_newline()
+        for k, d in enumerate(f for f in found if isinstance(f, dict)):
+            lines = [f"divergence found by {nodeid.split('::', 1)[-1]}"
+                     + (f" ({k + 1} of {len(found)})" if len(found) > 1 else "") + ":",
+                     str(d.get("summary", "")).splitlines()[0] if d.get("summary") else "",
+                     str(d.get("diagnosis_line", "")), str(d.get("location_line", "")),
+                     f"replay:    {d['replay']}" if d.get("replay") else ""]
+            for line in filter(None, lines):
+                terminal.write_line(line if line.endswith(":") and line.startswith(
+                    "divergence found") else f"  {line}", red=line.startswith("divergence"))
 
     def pytest_sessionfinish(self, session, exitstatus):
         if _worker_id(self.config) is not None:

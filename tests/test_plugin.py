@@ -287,3 +287,46 @@ def test_a_user_s_test_given_an_impl_of_its_own_is_not_a_check(tmp_path):
         "def test_param(impl):\n    assert impl in 'ab'\n")
     code, output = _pytest("-q", cwd=tmp_path)
     assert code == 0 and "3 passed" in output, output
+
+
+def test_each_divergence_is_on_the_terminal_when_its_check_ends(tmp_path):
+    """Summary, diagnosis, location and replay command as soon as the check ends; the full
+    text at the end, as pytest's failures."""
+    code, output, _ = suite(RECIP, "-q", "-k", "op_form_recip or near_the_true_derivative",
+                            cwd=tmp_path)
+    assert code == 1, output
+    found = output.index("divergence found by test_case_file[gradient/op_form_recip.ir]:")
+    block = output[found:].split("\n", 6)
+    assert block[1].startswith("  slot 1[0]: expected -7.1111116")
+    assert block[2].startswith("  diagnosis: ") and block[3].startswith("  location: line 8")
+    assert block[4].startswith("  replay:    ") and "gradient-conformance replay" in block[4]
+    assert found < output.index("= FAILURES =")
+
+
+def test_the_first_divergence_is_on_the_screen_before_the_run_ends(tmp_path):
+    """In a terminal (tmux), as a student watches it: the case file's divergence shows while
+    the derivative check, which runs after it, is still running."""
+    import shutil
+    import time
+    if shutil.which("tmux") is None:
+        pytest.skip("tmux is not installed (make test installs it as root): this test "
+                    "watches a terminal")
+    session = f"gc-first-{os.getpid()}"
+    command = (f"cd {tmp_path} && {sys.executable} -m gradient_conformance --impl={RECIP} -q "
+               "-p no:cacheprovider -k 'op_form_recip or near_the_true_derivative'; "
+               "echo RUN-ENDED; sleep 60")
+    subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "200", "-y", "50",
+                    command], check=True)
+    try:
+        deadline, screen = time.monotonic() + 300, ""
+        while time.monotonic() < deadline:
+            screen = subprocess.run(["tmux", "capture-pane", "-p", "-t", session],
+                                    capture_output=True, text=True).stdout
+            if "divergence found by" in screen or "RUN-ENDED" in screen:
+                break
+            time.sleep(0.1)
+        assert "divergence found by test_case_file[gradient/op_form_recip.ir]" in screen, screen
+        assert "RUN-ENDED" not in screen and " failed" not in screen, screen
+        assert "diagnosis: " in screen and "replay: " in screen, screen
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
