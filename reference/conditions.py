@@ -342,7 +342,7 @@ class Reached:
         for a, b in zip(_elements(args[0], shape), _elements(args[1], shape), strict=True):
             if op in ("idiv", "mod") and b == 0:
                 self.add(f"{op}.by-zero")
-            elif a == exact.I32_MIN and b == -1:
+            elif op in ("idiv", "mod") and a == exact.I32_MIN and b == -1:
                 self.add(f"{op}.overflow")
             elif op == "idiv" and a != 0 and (a < 0) != (b < 0):
                 self.add("idiv.signs-differ")

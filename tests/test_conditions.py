@@ -230,3 +230,19 @@ def test_the_report_shows_conditions_from_data_it_validates():
         assert 'id="coverage"' not in render(report)
     report.coverage = {"model": 5, "reached": 1, "unreached": ["a", 7, None], "says": []}
     assert coverage_view(report)["unreached"] == [("a", "")]
+
+
+def test_only_a_division_of_minus_2_31_by_minus_1_overflows():
+    """`idiv.overflow` and `mod.overflow` are the division's; a shift or a bitwise op of the
+    same operands takes no overflow condition (it raised an AssertionError for `shl`)."""
+    source = ("%a = buffer slot=0 dtype=i32 shape=[]\n%b = buffer slot=1 dtype=i32 shape=[]\n"
+              "%x = load %a\n%y = load %b\n%q = idiv %x %y\n%r = mod %x %y\n%s = shl %x %y\n"
+              "%t = and %x %y\nstore %a %s\nstore %b %t\n%u = add %q %r\nstore %a %u\n")
+    import numpy as np
+
+    from gradient_conformance.conformance.running import Reading
+    reached = Reading(source).conditions({0: np.array(-(2**31), np.int32),
+                                          1: np.array(-1, np.int32)})
+    assert {"idiv.overflow", "mod.overflow"} <= reached
+    assert not any(c.endswith(".overflow") and c.split(".")[0] in ("shl", "and")
+                   for c in reached)
