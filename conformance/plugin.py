@@ -237,14 +237,15 @@ class Run:
             return
         terminal.ensure_newline()
         for k, d in enumerate(f for f in found if isinstance(f, dict)):
-            lines = [f"divergence found by {nodeid.split('::', 1)[-1]}"
-                     + (f" ({k + 1} of {len(found)})" if len(found) > 1 else "") + ":",
-                     str(d.get("summary", "")).splitlines()[0] if d.get("summary") else "",
-                     str(d.get("diagnosis_line", "")), str(d.get("location_line", "")),
-                     f"replay:    {d['replay']}" if d.get("replay") else ""]
-            for line in filter(None, lines):
-                terminal.write_line(line if line.endswith(":") and line.startswith(
-                    "divergence found") else f"  {line}", red=line.startswith("divergence"))
+            terminal.write_line(f"divergence found by {nodeid.split('::', 1)[-1]}"
+                                + (f" ({k + 1} of {len(found)})" if len(found) > 1 else "")
+                                + ":", red=True)
+            summary = str(d.get("summary", "")).splitlines()
+            body = [summary[0] if summary else "", str(d.get("diagnosis_line", "")),
+                    str(d.get("location_line", "")),
+                    f"replay:    {d['replay']}" if d.get("replay") else ""]
+            for line in filter(None, body):
+                terminal.write_line(f"  {line}")
 
     def pytest_sessionfinish(self, session, exitstatus):
         if _worker_id(self.config) is not None:
