@@ -235,14 +235,16 @@ class _Common:
             array = np.array(operand.value, NUMPY[operand.kind])
         return self.wrap(self._held(array, operand.kind))
 
-    def to_numpy(self, value, dtype, shape):
+    def _as_numpy(self, value) -> np.ndarray:
+        """A value as the kit holds it, as numpy (flat: its system array's elements)."""
         value = self.unwrap(value)
-        return np.asarray(self.numpy(value.array if self.flat else value)).astype(
-            NUMPY[dtype]).reshape(shape)
+        return np.asarray(self.numpy(value.array if self.flat else value))
+
+    def to_numpy(self, value, dtype, shape):
+        return self._as_numpy(value).astype(NUMPY[dtype]).reshape(shape)
 
     def index(self, value):
-        value = self.unwrap(value)
-        return int(np.asarray(self.numpy(value.array if self.flat else value)).reshape(-1)[0])
+        return int(self._as_numpy(value).reshape(-1)[0])
 
 
 class Framework(_Common, Backend):
