@@ -136,6 +136,14 @@ def pytest_addoption(parser):
     group.addoption("--conformance-xfails-file", default=None, metavar="FILE",
                     help="checks or case files expected to fail: one a line, each matched as "
                     "a part of the stable id (test_forward.py::test_name[param])")
+    group.addoption("--conformance-known", default=None, metavar="FILE",
+                    help="known divergences, one a line: a signature (CHECK / SUBJECT / "
+                    "KIND) or a variant's name (reversed-arrival); a divergence one names is "
+                    "expected, a new one fails, an entry nothing matched is said to be fixed")
+    group.addoption("--conformance-write-known", default=None, metavar="FILE",
+                    help="write the divergences this run found as a known file (a variant "
+                    "where the diagnosis names one, else the signature), with the entries of "
+                    "--known it found again")
     group.addoption("--conformance-skips-file", default=None, metavar="FILE",
                     help="checks or case files to skip, matched as for the xfails file")
     group.addoption("--conformance-report", default=None, metavar="PATH.html",
@@ -175,6 +183,8 @@ class Run:
         self.interrupted = ""  # what happened, when the run was cut short
         self.ended_sent = (0, 0)  # this process's Ended, as far as its records have told
         self.reported: set[str] = set()  # the node ids a record came for
+        self.known = None  # the entries of --known (conformance/known.py), when given
+        self.known_written: pathlib.Path | None = None  # where --write-known wrote
 
     def _cases_dir(self) -> pathlib.Path:
         option = self.config.getoption
@@ -278,6 +288,15 @@ class Run:
         from gradient_conformance.reports.records import to_json
         prefer(self.totals.divergences)
         report = self.report()
+        report.notes += self.known_lines()
+        if self.config.getoption("--conformance-write-known"):
+            from gradient_conformance.conformance.known import known_text
+            path = self.base / self.config.getoption("--conformance-write-known")
+            kept = [e.text for e in self.known.entries if e.text in self.totals.known] \
+                if self.known is not None else []
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_atomically(path, known_text(self.totals.divergences, kept))
+            self.known_written = path
         for option, text in (("--conformance-report", render),
                              ("--conformance-report-json", to_json)):
             if self.config.getoption(option):
@@ -312,6 +331,8 @@ class Run:
             terminalreporter.section("conformance figures")
             for line in lines:
                 terminalreporter.write_line(line)
+        for line in self.known_lines():
+            terminalreporter.write_line(line, yellow=True)
         if self.totals.divergences:
             from gradient_conformance.conformance.explain import verdict_lines
             terminalreporter.section("conformance verdict")
@@ -322,6 +343,10 @@ class Run:
                                         "verdict", red=True, bold=True)
         for path in self.written:
             terminalreporter.write_line(f"report written: {_shown(path, self.base)}")
+        if self.known_written is not None:
+            terminalreporter.write_line(f"known divergences written: "
+                                        f"{_shown(self.known_written, self.base)} (--known "
+                                        "reads it)")
         saved = [d for d in self.totals.divergences if d.case_file]
         if saved:
             terminalreporter.write_line(
@@ -356,6 +381,28 @@ class Run:
             command=shlex.join(_command_line(self.config)),
             isolation=_isolation(self.config, self.spec), interrupted=self.interrupted,
             confinement=self.confinement_words())
+
+    def known_lines(self) -> list[str]:
+        """What became of the --known entries: those found again (expected), and those
+        nothing matched (fixed, as far as this run looked; or not looked for, when the one
+        check a signature names did not run)."""
+        if self.known is None or self.totals is None:
+            return []
+        from gradient_conformance.reports.records import counted
+        found = self.totals.known
+        lines = [f"known divergence found again, expected: {entry} "
+                 f"({counted(found[entry], 'check')})"
+                 for entry in (e.text for e in self.known.entries) if entry in found]
+        ran = {check for check, outcomes in self.totals.outcomes.items()
+               if set(outcomes) - {"skipped"}}
+        for entry in self.known.unmatched(set(found)):
+            if entry.check is not None and entry.check not in ran:
+                lines.append(f"known entry not looked for: {entry.text} ({entry.check} did "
+                             "not run)")
+            else:
+                lines.append(f"known entry matched nothing in this run (fixed, as far as "
+                             f"this run looked): {entry.text}")
+        return lines
 
     def confinement_words(self) -> str:
         """What held the implementation, and what had to be ended of it (every process's)."""
@@ -444,6 +491,7 @@ def pytest_configure(config):
     from gradient_conformance import resource
     from gradient_conformance.conformance.transports.loading import LoadFailed, load
     run = Run(config, specs[0])
+    run.known = _known(config.getoption("--conformance-known"), run.base)
     run.settings = check_settings(PROFILES[run.profile],
                                   config.getoption("--conformance-max-examples"),
                                   shrink=not config.getoption("--conformance-no-shrink"))
@@ -469,6 +517,20 @@ def pytest_configure(config):
         run.cases_dir = None
     config.stash[RUN_KEY] = run
     config.pluginmanager.register(run, "gradient-conformance-run")
+
+
+def _known(path: str | None, base: pathlib.Path):
+    """The entries of the --known file, or a usage error naming its line and the problem."""
+    if not path:
+        return None
+    from gradient_conformance.conformance.known import Known, parse_known
+    try:
+        return Known(parse_known((base / path).read_text(), path))
+    except (OSError, UnicodeDecodeError) as problem:
+        raise pytest.UsageError(f"--known {path}: could not read it: "
+                                f"{getattr(problem, 'strerror', None) or problem}") from None
+    except ValueError as problem:
+        raise pytest.UsageError(f"--known {problem}") from None
 
 
 def _sharing(config) -> int:
@@ -672,6 +734,9 @@ def pytest_runtest_setup(item):
     tally = item.stash[TALLY_KEY] = Tally(generated=is_generated(item),
                                           guided=run.guided)
     item.stash[GUARDED_KEY] = Guarded(run.impl, tally)
+    if run.known is not None and tally.generated:
+        check = check_name(item)
+        tally.expected = lambda finding: run.known.explains_finding(check, finding)
     needs = getattr(item.module, "PROTOCOL_FUNCTION", "build")
     if not run.impl.provides(needs):
         pytest.skip(f"{run.impl.label} defines no {needs}(): these checks are for "
@@ -709,6 +774,8 @@ def pytest_runtest_makereport(item, call):
             record["divergence"] = d
             record["more"] = [_explained(run, item.stash[GUARDED_KEY], check,
                                          stable_id(item), finding) for finding in tally.more]
+        if run.known is not None:
+            _sort_known(run, report, record, tally, call.excinfo)
     elif report.outcome != "passed":  # a skip or an error in setup, or an error in teardown
         record = {"check": check, "outcome": "skipped" if report.skipped else "failed"}
     if record is not None:
@@ -728,6 +795,33 @@ def pytest_runtest_makereport(item, call):
             record["skip"] = str(report.longrepr[2]).removeprefix("Skipped: ")
         report.user_properties.append((PROPERTY, json.dumps(record)))
     return report
+
+
+def _sort_known(run, report, record: dict, tally, excinfo) -> None:
+    """SPEC.md, "Known divergences": the check's divergences that a --known entry names are
+    expected (the check is an xfail naming the entries) unless a new one is among them,
+    which fails it alone. A check whose every case showed a known divergence (Hypothesis's
+    Unsatisfiable, once each was passed over) found nothing new."""
+    matched = set(tally.matched)
+    found = [d for d in [record.pop("divergence", None), *record.pop("more", [])] if d]
+    if excinfo is not None and matched and type(excinfo.value).__name__ == "Unsatisfiable":
+        found = []  # every case was a known divergence, passed over: nothing else to say
+    news = []
+    for d in found:
+        named = [v.get("name") for v in d.diagnosis.get("variants", []) if isinstance(v, dict)]
+        entry = run.known.explains(d.signature, named)
+        if entry is None:
+            news.append(d)
+        else:
+            matched.add(entry)
+    if matched:
+        record["known"] = sorted(matched)
+    if news:
+        record["divergence"], record["more"] = news[0], news[1:]
+    elif matched and report.outcome in ("passed", "failed"):
+        report.outcome = "skipped"
+        report.wasxfail = f"known divergences: {', '.join(sorted(matched))}"
+        record["outcome"] = "xfailed"
 
 
 def _diverged(error: BaseException, kind: type):

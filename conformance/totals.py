@@ -30,6 +30,7 @@ class Totals:
         self.ulps: dict[str, dict] = {}
         self.figures: dict[str, dict] = {}
         self.divergences: list[Divergence] = []
+        self.known: dict[str, int] = {}  # a --known entry -> the checks that found it again
         # What had to be ended of the implementation: [processes left behind, restarts for
         # memory] (SPEC.md, "Isolation").
         self.ended = [0, 0]
@@ -56,6 +57,8 @@ class Totals:
             self.ended[k] += n
         for name, values in record.get("figures", {}).items():
             self.figures[name] = merge_figures(self.figures.get(name, {}), values)
+        for entry in record.get("known", []):
+            self.known[entry] = self.known.get(entry, 0) + 1
         for d in found:
             self.divergences.append(d)
             for op in d.ops:
@@ -68,13 +71,16 @@ def _checked(record) -> list[Divergence]:
     if not isinstance(record, dict):
         raise ValueError(f"a check's record is {type(record).__name__}, not an object")
     for name, kind in (("check", str), ("outcome", str), ("cases", int), ("skip", str),
-                       ("ops", dict), ("ulps", dict), ("figures", dict), ("more", list)):
+                       ("ops", dict), ("ulps", dict), ("figures", dict), ("more", list),
+                       ("known", list)):
         value = record.get(name, kind())
         if not isinstance(value, kind) or isinstance(value, bool) or \
                 (name in ("check", "outcome") and not value):
             raise ValueError(f"a check's record whose {name!r} is not a {kind.__name__}")
     if not all(isinstance(k, str) and type(v) is int for k, v in record.get("ops", {}).items()):
         raise ValueError("a check's record whose 'ops' are not op -> cases")
+    if not all(isinstance(entry, str) for entry in record.get("known", [])):
+        raise ValueError("a check's record whose 'known' are not entries")
     if not all(isinstance(v, dict) for v in (*record.get("ulps", {}).values(),
                                              *record.get("figures", {}).values())):
         raise ValueError("a check's record whose 'ulps' or 'figures' are not objects")

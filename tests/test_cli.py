@@ -138,3 +138,35 @@ def test_the_checks_command_lists_every_check_with_what_it_checks():
         "             or m.startswith('gradient_conformance.conformance.checks.')))")],
         capture_output=True, text=True, timeout=120)
     assert probe.stdout.strip() == "[]", probe.stdout + probe.stderr
+
+
+def test_workers_are_chosen_for_the_machine_or_the_count_is_questioned():
+    """SPEC.md, "The conformance suite": `-n auto` becomes a count that fits the
+    cores (two busy processes per worker, one with --in-process), or no workers; a count
+    that cannot fit is run as asked, with a note saying why it will not help."""
+    from gradient_conformance.conformance.commands.suite import parallelism
+    argv, note = parallelism(["--impl=x", "-n", "auto", "-x"], 2)
+    assert argv == ["--impl=x", "-x"]
+    assert note.startswith("-n auto: this machine has 2 cores") and "no workers" in note
+    argv, note = parallelism(["--impl=x", "--numprocesses=auto"], 8)
+    assert argv == ["--impl=x", "-n", "4"] and "4 workers for this machine's 8 cores" in note
+    argv, note = parallelism(["--impl=x", "-nauto", "--in-process"], 8)
+    assert argv == ["--impl=x", "-n", "8", "--in-process"], argv
+    argv, note = parallelism(["--impl=x", "-n", "2"], 2)
+    assert argv == ["--impl=x", "-n", "2"]
+    assert note == ("-n 2: each worker runs the checks and the implementation's own process, "
+                    "so 4 busy processes share this machine's 2 cores; one process without "
+                    "-n fits them")
+    assert parallelism(["--impl=x", "-n", "2"], 4) == (["--impl=x", "-n", "2"], None)
+    assert parallelism(["--impl=x", "-n3"], 4)[1].endswith("-n 2 fits them")
+    assert parallelism(["--impl=x", "-k", "recip"], 1) == (["--impl=x", "-k", "recip"], None)
+
+
+def test_workers_auto_is_said_on_the_command_line():
+    """The note reaches the user, on stderr, before the run (this machine's cores)."""
+    from gradient_conformance.conformance.commands.suite import parallelism, usable_cores
+    run = _command("--impl=gradient_conformance.implementations.fast", "-n", "auto", "-k",
+                   "case_file and relu", "-q")
+    expected = parallelism(["-n", "auto"], usable_cores())[1]
+    assert f"gradient-conformance: {expected}" in run.stderr, run.stderr
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr

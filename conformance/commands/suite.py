@@ -22,15 +22,18 @@ SUITE_OPTIONS = {
     "--xfails-file": "--conformance-xfails-file", "--skips-file": "--conformance-skips-file",
     "--no-shrink": "--conformance-no-shrink", "--in-process": "--conformance-in-process",
     "--memory-limit": "--conformance-memory-limit", "--sandbox": "--conformance-sandbox",
-    "--pass-env": "--conformance-pass-env",
+    "--pass-env": "--conformance-pass-env", "--known": "--conformance-known",
+    "--write-known": "--conformance-write-known",
 }
 CHECKS_PACKAGE = "gradient_conformance.conformance.checks"
 
 
 def suite_arguments(argv: list[str]) -> list[str]:
     """The pytest arguments that run the installed suite with these options."""
+    # --assert=plain: the checks say what differs through their divergences, not through
+    # pytest's rewritten asserts, whose compiling slows a fresh install's first start-up.
     out = ["--pyargs", CHECKS_PACKAGE, "-o", "python_files=test_*.py", "-o",
-           "python_functions=test_*"]
+           "python_functions=test_*", "--assert=plain"]
     if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
         out += ["-p", "gradient_conformance.conformance.plugin"]
     for arg in argv:
@@ -127,6 +130,56 @@ def usage_problem(argv: list[str]) -> str | None:
     return None
 
 
+def _workers_asked(argv: list[str]) -> tuple[int, int, str] | None:
+    """Where `argv` asks for xdist's workers: (the index of the option's first word, how
+    many words it takes, the count as typed), or None."""
+    for k, arg in enumerate(argv):
+        name, equals, value = arg.partition("=")
+        if name in ("-n", "--numprocesses"):
+            if equals:
+                return k, 1, value
+            return (k, 2, argv[k + 1]) if k + 1 < len(argv) else None
+        if arg.startswith("-n") and arg[2:].isalnum():
+            return k, 1, arg[2:]
+    return None
+
+
+def parallelism(argv: list[str], cores: int) -> tuple[list[str], str | None]:
+    """SPEC.md, "The conformance suite": `-n auto` chooses a count for this machine,
+    and `-n N` that cannot help says so. Each xdist worker runs the checks and, apart from
+    --in-process, the implementation's own process: two busy processes per worker."""
+    asked = _workers_asked(argv)
+    if asked is None:
+        return argv, None
+    k, words, count = asked
+    per = 1 if "--in-process" in argv else 2
+    fits = cores // per
+    shown = " ".join(argv[k:k + words])
+    busy = ("runs the checks and the implementation's own process" if per == 2
+            else "runs the checks with the implementation in it")
+    if count in ("auto", "logical"):
+        if fits < 2:
+            return (argv[:k] + argv[k + words:],
+                    f"{shown}: this machine has {cores} core{'s' * (cores != 1)} and each "
+                    f"worker {busy}, so one process runs the checks (no workers)")
+        return ([*argv[:k], "-n", str(fits), *argv[k + words:]],
+                f"{shown}: {fits} workers for this machine's {cores} cores (each worker "
+                f"{busy})")
+    if count.isdigit() and int(count) > max(fits, 1):
+        return argv, (f"{shown}: each worker {busy}, so {int(count) * per} busy processes "
+                      f"share this machine's {cores} core{'s' * (cores != 1)}; "
+                      + (f"-n {fits} fits them" if fits >= 2 else
+                         "one process without -n fits them"))
+    return argv, None
+
+
+def usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
 def run_suite(argv: list[str]) -> int:
     import json
     import sys
@@ -135,9 +188,12 @@ def run_suite(argv: list[str]) -> int:
     if problem is not None:
         print(f"gradient-conformance: {problem}", file=sys.stderr)
         return 2
-    import pytest
     # The report shows the command as the user typed it, not as pytest was called.
     os.environ["GRADIENT_CONFORMANCE_COMMAND"] = json.dumps(["gradient-conformance", *argv])
+    argv, note = parallelism(argv, usable_cores())
+    if note is not None:
+        print(f"gradient-conformance: {note}", file=sys.stderr)
+    import pytest
     code = int(pytest.main(suite_arguments(argv)))
     # pytest's usage error is 4; this command's, as --help says, is 2.
     return 2 if code == pytest.ExitCode.USAGE_ERROR else code

@@ -224,3 +224,31 @@ def _diagnose_tape(tape, want: Outcome, got: Outcome) -> Diagnosis:
         if compare(Outcome("ok", derivatives=bits), got) is None:
             found.append(variant.name)
     return Diagnosis(variants=found, tried=len(candidates))
+
+
+def reproduced_by(finding, names) -> str | None:
+    """The first of the variants `names` that gives exactly what the implementation gave in
+    `finding` (a case or a tape), compared as its check compared (its ulps); or None. How a
+    known divergence is told by what it is (conformance/known.py)."""
+    for name in names:
+        variant = CATALOGUE[name]
+        if finding.tape is not None:
+            if not variant.tape or finding.got.status != "ok":
+                continue
+            try:
+                bits = backprop_bits(finding.tape, variant.semantics())
+            except Exception:  # noqa: BLE001 - the variant does not apply to this tape
+                continue
+            if compare(Outcome("ok", derivatives=bits), finding.got) is None:
+                return name
+            continue
+        reading = finding.reading
+        if reading is None or variant.tape or finding.got.status == "failure" or \
+                not applies(variant, reading.features):
+            continue
+        build_only = finding.got.status == "ok" and not finding.got.buffers
+        outcome = run_variant(reading, variant.semantics(), finding.buffers,
+                              build_only=build_only)
+        if reproduces(outcome, finding.got, finding.ulps):
+            return name
+    return None

@@ -1,0 +1,111 @@
+"""Known divergences by what they are (SPEC.md, "Known divergences"): `--known FILE` of
+signatures or variant names, written by the run itself with `--write-known FILE`; a known
+divergence is expected, a new one fails, an entry nothing matched is said to be fixed."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gradient_conformance.conformance.known import Known, parse_known
+from gradient_conformance.conformance.running import Tally
+from gradient_conformance.conformance.totals import Totals
+from tests.conftest import FAULTS, suite
+
+ORDER = f"{FAULTS}.creation_order"  # sums shares in creation order: two checks find it
+CHECKS = ("-k", "gradients_bit_for_bit or accumulation_order", "--max-examples=100")
+
+
+def test_a_known_file_holds_signatures_and_variants_and_names_a_bad_line():
+    entries = parse_known("# a comment\n\nreversed-arrival  # the order bug\n"
+                          "test_case_file /  add+mul / bits\n", "k.txt")
+    assert [(e.line, e.variant, e.signature) for e in entries] == [
+        (3, "reversed-arrival", None), (4, None, ("test_case_file", "add+mul", "bits"))]
+    known = Known(entries)
+    assert known.explains(("test_case_file", "add+mul", "bits"), []) == \
+        "test_case_file / add+mul / bits"
+    assert known.explains(("test_case_file", "add", "bits"), ["creation-order"]) is None
+    assert known.explains(("x", "y", "z"), ["reversed-arrival"]) == "reversed-arrival"
+    for text, said in (("reversed_arrival\n", "k.txt, line 1: 'reversed_arrival' is neither a "
+                        "signature (CHECK / SUBJECT / KIND) nor a variant of the catalogue; "
+                        "did you mean reversed-arrival?"),
+                       ("\na / b\n", "k.txt, line 2: 'a / b' is not a signature")):
+        with pytest.raises(ValueError) as raised:
+            parse_known(text, "k.txt")
+        assert str(raised.value).startswith(said), raised.value
+
+
+@pytest.mark.filterwarnings("ignore::hypothesis.errors.HypothesisDeprecationWarning")
+def test_a_known_finding_is_passed_over_and_remembered():
+    """The check's search goes on past a known divergence (Hypothesis's reject), and the
+    check's record names the entry."""
+    from hypothesis.errors import UnsatisfiedAssumption
+
+    from gradient_conformance.conformance.outcome import Outcome
+    from gradient_conformance.conformance.running import Finding
+    known, new = (Finding(s, Outcome("ok"), Outcome("ok"), tape=[]) for s in ("old", "new"))
+    tally = Tally(generated=True)
+    tally.expected = lambda finding: "creation-order" if finding is known else None
+    with pytest.raises(UnsatisfiedAssumption):
+        tally.diverged(known)
+    assert tally.last is None and tally.record()["known"] == ["creation-order"]
+    tally.diverged(new)
+    assert tally.last is new
+
+
+def test_a_record_s_known_entries_are_checked_and_counted():
+    totals = Totals()
+    totals.take({"check": "a", "outcome": "xfailed", "known": ["creation-order"]})
+    totals.take({"check": "b", "outcome": "xfailed", "known": ["creation-order"]})
+    assert totals.known == {"creation-order": 2}
+    with pytest.raises(ValueError, match="'known'"):
+        totals.take({"check": "c", "outcome": "passed", "known": [3]})
+
+
+def test_the_run_writes_what_it_found_and_expects_it_next_time(tmp_path):
+    written = tmp_path / "known.txt"
+    code, output, _ = suite(ORDER, *CHECKS, "-q", f"--write-known={written}", cwd=tmp_path)
+    assert code == 1, output[-3000:]
+    assert "known divergences written: known.txt (--known reads it)" in output
+    text = written.read_text()
+    entries = parse_known(text, "known.txt")
+    assert entries and all(e.signature for e in entries), text
+    assert "candidates, each giving exactly these results: " in text  # the run did not pick
+    # Its own file, read back: every divergence is expected, none is new, the run is green.
+    code, output, _ = suite(ORDER, *CHECKS, "-q", f"--known={written}", cwd=tmp_path)
+    assert code == 0, output[-3000:]
+    assert "2 xfailed" in output and " failed" not in output.splitlines()[-1], output[-1500:]
+    assert "known divergence found again, expected: test_case_file / " in output
+
+
+def test_a_variant_names_the_bug_wherever_it_shows_and_a_new_one_still_fails(tmp_path):
+    (tmp_path / "k.txt").write_text("creation-order\nreversed-arrival\n"
+                                    "test_tape_backprop / mul / bits\n")
+    report = tmp_path / "r.json"
+    code, output, _ = suite(ORDER, *CHECKS, "-q", "--known=k.txt", f"--report-json={report}",
+                            cwd=tmp_path)
+    assert code == 0, output[-3000:]
+    assert "known divergence found again, expected: creation-order (2 checks)" in output
+    assert ("known entry matched nothing in this run (fixed, as far as this run looked): "
+            "reversed-arrival") in output
+    assert "known entry not looked for: test_tape_backprop / mul / bits (test_tape_backprop " \
+           "did not run)" in output
+    data = json.loads(report.read_text())
+    assert data["divergences"] == [] and data["checks"]["test_gradients_bit_for_bit"] == \
+        {"xfailed": 1}
+    assert any(n.startswith("known divergence found again") for n in data["notes"])
+    # Known for another fault's bug only: this one's divergences are new, and fail.
+    (tmp_path / "k.txt").write_text("flush-results\n")
+    code, output, _ = suite(ORDER, *CHECKS, "-q", "--known=k.txt", cwd=tmp_path)
+    assert code == 1 and "2 failed" in output.splitlines()[-1], output[-2000:]
+    assert "matched nothing in this run (fixed, as far as this run looked): flush-results" \
+        in output
+
+
+def test_a_bad_known_file_is_a_usage_error_naming_its_line(tmp_path):
+    (tmp_path / "k.txt").write_text("creation-order\nnot a thing\n")
+    code, output, _ = suite(ORDER, "--known=k.txt", cwd=tmp_path)
+    assert code == 2, output[-2000:]
+    assert "--known k.txt, line 2: 'not a thing' is neither a signature" in output
+    assert "Traceback" not in output
