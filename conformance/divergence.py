@@ -45,23 +45,12 @@ def describe(check: str, test_id: str, finding: Finding) -> Divergence:
     elements = difference.elements if difference else []
     kind = difference.kind if difference else "none"
     statements = reading.statements or []
-    try:
-        program = reading.program() if statements and want.status != "rejected" else None
-    except IRError:
-        program = None
-    if program is not None:
-        lines, stored = _cone(program, elements[0].slot if elements else None)
-    else:  # rejected, or not even parsed: the whole program is the cone
-        lines, stored = {s.line for s in statements}, {s.line for s in statements
-                                                        if s.op == "store"}
+    program, _, stored, listed = _read_cone(finding, elements)
     gradients = {s.line for s in statements if s.op == "gradient"}
     highlight = sorted(gradients if finding.rule is not None else stored)
-    ops = {feature(s.op, s.attr("op")) for s in statements if s.line in lines}
     trace = expanded = ""
     if program is not None and gradients and want.status == "ok":
         trace, expanded = format_trace(program), format_expanded(program)
-        ops |= _rules_applied(program, lines & gradients)
-    listed = sorted((ops & FEATURES) - STRUCTURE)
     case_text = cases.format_case(
         reading.source, inputs=finding.buffers, slots=reading.slots,
         outputs=want.buffers if want.status == "ok" else None,
@@ -118,11 +107,39 @@ def _tape_trace(tape, want: Outcome) -> str:
         return ""
 
 
+def _read_cone(finding: Finding, elements) -> tuple[Program | None, set[int], set[int],
+                                                    list[str]]:
+    """(the built program, the lines of the first differing slot's cone, the lines that
+    store it, the ops and rules of that cone, structure left out): what a program's
+    divergence is about."""
+    reading, want = finding.reading, finding.want
+    statements = reading.statements or []
+    try:
+        program = reading.program() if statements and want.status != "rejected" else None
+    except IRError:
+        program = None
+    if program is not None:
+        lines, stored = _cone(program, elements[0].slot if elements else None)
+    else:  # rejected, or not even parsed: the whole program is the cone
+        lines, stored = {s.line for s in statements}, {s.line for s in statements
+                                                        if s.op == "store"}
+    gradients = {s.line for s in statements if s.op == "gradient"}
+    ops = {feature(s.op, s.attr("op")) for s in statements if s.line in lines}
+    if program is not None and gradients and want.status == "ok":
+        ops |= _rules_applied(program, lines & gradients)
+    return program, lines, stored, sorted((ops & FEATURES) - STRUCTURE)
+
+
 def subject(finding: Finding) -> tuple[str, str]:
     """(what a finding is about, the kind of difference): its signature without the check,
     by which a check tells a divergence it has found from another (plugin.py, a check's
-    second look)."""
-    return tuple(describe("", "", finding).signature[1:])  # type: ignore[return-value]
+    second look), and the reducer one program's divergence from another's."""
+    if finding.reading is None:
+        return tuple(describe("", "", finding).signature[1:])  # type: ignore[return-value]
+    difference = finding.difference or compare(finding.want, finding.got)
+    elements = difference.elements if difference else []
+    listed = _read_cone(finding, elements)[3]
+    return (finding.rule or "+".join(listed), difference.kind if difference else "none")
 
 
 def undescribed(check: str, test_id: str, text: str) -> Divergence:

@@ -373,7 +373,7 @@ class Run:
             implementation=impl.described(),
             profile=self.profile,
             started=time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(self.started)),
-            seconds=time.monotonic() - self.clock, checks=totals.outcomes,
+            seconds=time.monotonic() - self.clock, checks=totals.outcomes, cases=totals.cases,
             skips={c: sorted(r) for c, r in totals.skips.items()}, ops=totals.ops,
             conditions=totals.conditions,
             coverage=coverage(totals.conditions, totals.generated),
@@ -868,11 +868,21 @@ def _divergence(run, guarded, check: str, test_id: str, excinfo, tally, text: st
 
 
 def _explained(run, guarded, check: str, test_id: str, finding):
-    """A finding described, explained (diagnosis, then location: its own stage) and saved
-    as a case file."""
+    """A finding reduced (conformance/reduce.py, unless --no-shrink), described, explained
+    (diagnosis, then location: its own stage) and saved as a case file."""
+    original = finding.reading.source if finding.reading is not None else ""
     from gradient_conformance.conformance import divergence
     from gradient_conformance.conformance.explain import Explainer
+    from gradient_conformance.conformance.reduce import reduce_finding
+    reduction = None
+    if not run.config.getoption("--conformance-no-shrink"):
+        reduction = reduce_finding(finding, guarded)
+        finding = reduction.finding
     d = divergence.describe(check, test_id, finding)
+    if reduction is not None:
+        d.reduction = divergence.visible(reduction.line())
+        if reduction.after < reduction.before and reduction.finding.reading is not None:
+            d.original = divergence.visible(original)
     if run.explainer is None:
         run.explainer = Explainer()
     run.explainer.explain(d, finding, guarded)

@@ -174,6 +174,9 @@ class Finding:
     tape: object = None
     rule: str | None = None
     ulps: int = 0
+    # How the check compared: "outcomes" (compare, within `ulps`, of what the implementation
+    # claims), which the reducer can repeat; "truth" (near_the_truth), which it does not.
+    comparison: str = "outcomes"
 
 
 class Diverged(AssertionError):
@@ -497,7 +500,8 @@ def near_the_truth(tally, reading, buffers, want, got, description: str = "") ->
                     f"slot {slot}[{k}]: the true value is {truth!r}, the reference gives "
                     f"{float(ref[k])!r}; the implementation's {float(mine[k])!r} is off by "
                     f"{error:.3g} ({ulps} ulps), allowed {allowed:.3g} (K = {K}, C = {C})",
-                    want, got, compare(want, got), description, reading, buffers))
+                    want, got, compare(want, got), description, reading, buffers,
+                    comparison="truth"))
 
 
 # --- values over every set of axes (test_forward.py, test_gradient_bits.py) ---------------

@@ -27,6 +27,8 @@ def terminal_text(d: Divergence) -> str:
                                             if marked else "") + " ---")
             out += [f"{'>' if k in marked else ' '}{k:4}  {line}"
                     for k, line in enumerate(d.source.splitlines(), start=1)]
+    if d.reduction:
+        out.append(d.reduction)
     if d.inputs:
         out.append("--- inputs ---")
         for slot in d.inputs:

@@ -112,7 +112,8 @@ def test_nothing_outside_the_checks_imports_them():
 
 
 # The rooms of conformance/, in README's order: each imports only rooms before it.
-ROOMS = ("outcome", "running", "diagnosis", "transports", "explain", "divergence", "known",
+ROOMS = ("outcome", "running", "diagnosis", "transports", "explain", "divergence", "reduce",
+         "known",
          "totals", "plugin", "checks", "commands")
 
 

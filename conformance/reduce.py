@@ -1,0 +1,208 @@
+"""The program reducer: after Hypothesis's shrink, the fewest statements that still show the
+divergence. SPEC.md, "Reduction".
+
+Hypothesis shrinks the choices a strategy made, so a program keeps whatever statements its
+drawing needed; a case file is as its author wrote it. The reducer works on the program
+itself, by delta debugging over statements and operands: it removes a statement (a loop or
+a function whole), standing one of its operands in for its value wherever that was used, or
+makes an operand the value its definition was made from. A candidate counts only when the
+reference accepts it as it did the original (or rejects it by the same rule), the
+implementation is asked for it as the check asked (run, or only built), the two are compared
+as the check compared them (within the check's ulps, over what the implementation claims),
+and the divergence has the original's signature. It stops when no single candidate counts:
+then no statement can be removed (1-minimal), or when it has spent its runs, and says which.
+
+Why not a library: picire and shrinkray reduce text by chunks (lines, bytes); removing a line
+that defines a value leaves its uses dangling, so nearly every candidate they try is a program
+the reference rejects, and neither stands an operand in for a removed value.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from gradient_conformance.conformance.divergence import subject
+from gradient_conformance.conformance.outcome import compare
+from gradient_conformance.conformance.running import Finding, Reading, claimed, traps
+from gradient_conformance.conformance.transports.loading import Abandoned
+from gradient_conformance.reference.syntax import Operand, Statement, format_program
+
+RUNS = 300  # the implementation's runs one reduction may take
+BLOCKS = {"range": "end", "def": "end"}
+
+
+@dataclass
+class Reduction:
+    """What the reducer did to one finding: the finding it leaves (the original when it could
+    not reduce), the statements before and after, the implementation's runs it took, whether
+    the result is 1-minimal, and why not reduced, when it was not."""
+
+    finding: Finding
+    before: int = 0
+    after: int = 0
+    runs: int = 0
+    minimal: bool = False
+    reason: str = ""
+
+    def line(self) -> str:
+        """The reduction in one line, as the terminal and the report show it."""
+        if self.reason:
+            return f"reduced: no ({self.reason})"
+        how = ("no statement of it can be removed with the divergence kept" if self.minimal
+               else f"not minimal: the reducer spent its {RUNS} runs")
+        return (f"reduced: from {self.before} statements to {self.after} ({how}; "
+                f"{self.runs} runs of the implementation)")
+
+
+def reduce_finding(finding: Finding, impl, *, runs: int = RUNS) -> Reduction:
+    """`finding`'s program reduced, keeping its divergence's signature (module docstring).
+    `impl`: the implementation as the check called it."""
+    reading = finding.reading
+    if reading is None:
+        return Reduction(finding, reason="a tape: its entries are the case")
+    statements = reading.statements or []
+    if not statements:
+        return Reduction(finding, reason="the program does not parse")
+    if finding.comparison != "outcomes":
+        return Reduction(finding, len(statements), len(statements),
+                         reason="its check compares with the true derivative, which the "
+                         "reducer does not repeat")
+    search = _Search(finding, impl, runs)
+    try:
+        start = search.shows(statements)
+        if start is None:
+            return Reduction(finding, len(statements), len(statements), search.runs,
+                             reason="the program printed canonically does not show it: "
+                             "the divergence is in how the text is written")
+        best, minimal = search.reduce(statements, start)
+    except Abandoned as stopped:
+        return Reduction(finding, len(statements), len(statements), search.runs,
+                         reason=f"the implementation stopped answering ({stopped})")
+    after = len(best.reading.statements or [])
+    # Nothing removed: the program as the check found it, its text and lines as written.
+    return Reduction(best if after < len(statements) else finding, len(statements), after,
+                     search.runs, minimal)
+
+
+class _Search:
+    """One reduction: the original finding, what it is about, and the runs spent."""
+
+    def __init__(self, finding: Finding, impl, runs: int):
+        self.finding, self.impl, self.budget, self.runs = finding, impl, runs, 0
+        self.target = subject(finding)
+        got = finding.got
+        self.build_only = got.status == "ok" and not got.buffers  # a check of rejections
+        difference = finding.difference or compare(finding.want, got, ulps=finding.ulps)
+        said = str(difference) if difference else ""
+        self.context = finding.summary[:-len(said)] if said and \
+            finding.summary.endswith(said) else ""
+
+    def reduce(self, statements: list[Statement], best: Finding) -> tuple[Finding, bool]:
+        """Passes over the statements, last first, until one changes nothing (1-minimal)
+        or the runs are spent."""
+        current = statements
+        while True:
+            changed = False
+            k = len(current) - 1
+            while k >= 0:
+                for candidate in _candidates(current, k):
+                    if self.runs >= self.budget:
+                        return best, False
+                    found = self.shows(candidate)
+                    if found is not None:
+                        current, best, changed = candidate, found, True
+                        break
+                k = min(k, len(current)) - 1
+            if not changed:
+                return best, True
+
+    def shows(self, statements: list[Statement]) -> Finding | None:
+        """The finding `statements` give, if it is the original's divergence."""
+        finding = self.finding
+        reading = Reading(format_program(statements))
+        if reading.error is not None or any(
+                finding.reading.slots.get(s) != kept for s, kept in reading.slots.items()):
+            return None
+        buffers = {s: a for s, a in finding.buffers.items() if s in reading.slots}
+        want = reading.outcome(buffers, build_only=self.build_only)
+        if want.status != finding.want.status or (
+                finding.rule is not None and finding.rule not in want.message) or \
+                traps(self.impl, reading, buffers):
+            return None
+        self.runs += 1
+        got = self.impl.build_only(reading.source) if self.build_only else \
+            self.impl.run_case(reading.source, buffers, reading.slots)
+        if finding.rule is not None:
+            want = finding.want  # a rejection is compared by kind, as the check did
+        want, got, _ = claimed(self.impl, reading, want, got)
+        difference = compare(want, got, ulps=finding.ulps)
+        if difference is None:
+            return None
+        found = Finding(f"{self.context}{difference}", want, got, difference,
+                        finding.description, reading, buffers, rule=finding.rule,
+                        ulps=finding.ulps)
+        return found if subject(found) == self.target else None
+
+
+def _candidates(statements: list[Statement], k: int) -> Iterator[list[Statement]]:
+    """The programs one step smaller than `statements` at statement `k`: it removed (a loop
+    or a function whole; a value's uses given one of its operands instead), then each of its
+    operands made one its definition was made from."""
+    s = statements[k]
+    if s.op in BLOCKS:
+        end = _block_end(statements, k)
+        if end is not None:
+            yield statements[:k] + statements[end + 1:]
+    elif s.op not in ("end", "return"):
+        rest = statements[:k] + statements[k + 1:]
+        if s.target is None or not _used(rest, s.target):
+            yield rest
+        elif s.target is not None:
+            for stand_in in _distinct(o for o in s.operands if o.kind != "func"):
+                yield _substituted(rest, s.target, stand_in, k)
+    defined = {d.target: d for d in statements[:k] if d.target}
+    for position, operand in enumerate(s.operands):
+        source = defined.get(operand.text) if operand.kind == "name" else None
+        if source is None or source.op == "buffer":
+            continue
+        for stand_in in _distinct(o for o in source.operands if o.kind != "func"):
+            operands = list(s.operands)
+            operands[position] = stand_in
+            yield [*statements[:k], dataclasses.replace(s, operands=tuple(operands)),
+                   *statements[k + 1:]]
+
+
+def _block_end(statements: list[Statement], k: int) -> int | None:
+    depth = 0
+    for j in range(k, len(statements)):
+        if statements[j].op in BLOCKS:
+            depth += 1
+        elif statements[j].op == "end":
+            depth -= 1
+            if depth == 0:
+                return j
+    return None
+
+
+def _used(statements: list[Statement], name: str) -> bool:
+    return any(o.kind == "name" and o.text == name for s in statements for o in s.operands)
+
+
+def _distinct(operands) -> list[Operand]:
+    seen, out = set(), []
+    for o in operands:
+        if (o.kind, o.text) not in seen:
+            seen.add((o.kind, o.text))
+            out.append(o)
+    return out
+
+
+def _substituted(statements: list[Statement], name: str, stand_in: Operand,
+                 start: int) -> list[Statement]:
+    """`statements` with `name` read as `stand_in` from index `start` on."""
+    return [*statements[:start], *(
+        dataclasses.replace(s, operands=tuple(stand_in if o.kind == "name" and o.text == name
+                                              else o for o in s.operands))
+        for s in statements[start:])]
