@@ -14,7 +14,8 @@ from html import escape
 import jinja2
 import markupsafe
 
-from gradient_conformance.reports.records import Report, diagnoses, visible
+from gradient_conformance.reports.records import Divergence, Report, diagnoses, visible
+from gradient_conformance.reports.terminal import is_tape
 
 # The columns of the checks table, those a run has: a fuzz run counts cases, not tests.
 OUTCOMES = ("cases", "passed", "failed", "skipped", "xfailed")
@@ -29,16 +30,15 @@ def render(report: Report) -> str:
         finalize=lambda value: visible(value) if isinstance(value, str) and not isinstance(
             value, markupsafe.Markup) else value)
     checks = sorted(report.checks)
-    op_checks = sorted({c for per_op in report.ops.values() for c in per_op})
     outcomes = [o for o in OUTCOMES if o == "failed" or any(o in per for per in
                                                              report.checks.values())]
     links: dict[str, list[int]] = {}
     for k, d in enumerate(report.divergences, start=1):
         links.setdefault(d.check, []).append(k)
     return environment.get_template("report.html.j2").render(
-        report=report, checks=checks, outcomes=outcomes, op_checks=op_checks, links=links,
-        summary=diagnoses(report.divergences),
-        ops=sorted(report.ops), chart=ulp_chart(report.ulps),
+        report=report, checks=checks, outcomes=outcomes, links=links,
+        summary=diagnoses(report.divergences), ops=op_view(report), shade=shade,
+        chart=ulp_chart(report.ulps),
         totals={o: sum(report.checks[c].get(o, 0) for c in checks) for o in outcomes},
         lines=_numbered, short=_short, breakable=_breakable, coverage=coverage_view(report))
 
@@ -62,6 +62,80 @@ def coverage_view(report: Report) -> dict | None:
     return {"model": model, "reached": reached, "share": 100 * reached / model,
             "alone": alone if type(alone) is int and 0 <= alone <= reached else None,
             "checks": checks, "unreached": unreached}
+
+
+# Location kinds that name an op's own rule (a share) or value: the others (a fold, a
+# blocked edge, hash consing, a literal, a crash) are the walk's, the text's or the process's.
+OP_KINDS = frozenset({"value", "share"})
+
+
+def implicated(d: Divergence) -> set[str]:
+    """The ops whose rule or value a divergence's explanation implicates: those a variant
+    (or a pair) that reproduces it changes, and the op of the statement located, when what
+    departs there is that op's share or value."""
+    diagnosis = d.diagnosis if isinstance(d.diagnosis, dict) else {}
+    named = [v for v in diagnosis.get("variants", []) if isinstance(v, dict)]
+    named += [v for pair in diagnosis.get("pairs", []) if isinstance(pair, list)
+              for v in pair if isinstance(v, dict)]
+    found = {str(op) for v in named for op in v.get("ops", []) if isinstance(op, str)}
+    location = d.location if isinstance(d.location, dict) else {}
+    if location.get("kind") in OP_KINDS and isinstance(location.get("op"), str):
+        found.add(location["op"])
+    return found
+
+
+def op_view(report: Report) -> dict:
+    """The report's op table (SPEC.md, "Reports"): the ops an explanation implicates, each
+    check's divergences over its cases with their ratio (which shades the cell); what the
+    explanations point at instead, when no op is; and the tape checks apart."""
+    programs = [d for d in report.divergences if not is_tape(d)]
+    named = set().union(*(implicated(d) for d in programs)) if programs else set()
+    ops = [op for op in sorted(report.ops) if op in named and op != "tape"]
+    columns = sorted({c for op in ops for c in report.ops[op]})
+    rows = []
+    for op in ops:
+        cells = []
+        for c in columns:
+            cases, found = (report.ops[op].get(c) or [0, 0])[:2]
+            cells.append({"cases": cases, "found": found,
+                          "ratio": found / cases if cases else (1.0 if found else 0.0)})
+        rows.append({"op": op, "cells": cells})
+    elsewhere: dict[str, int] = {}
+    for d in programs:
+        if not implicated(d):
+            kind = d.location.get("kind") if isinstance(d.location, dict) else None
+            what = {"fold": "the order of a sum (a fold)", "blocked": "a blocked edge",
+                    "hash-consing": "hash consing", "literal": "a literal",
+                    "rejection": "a rejection", "crash": "a crash"}.get(str(kind), "")
+            what = what or ("no location" if not kind else str(kind))
+            elsewhere[what] = elsewhere.get(what, 0) + 1
+    tapes = []
+    tape_checks = sorted({c for c in report.checks if c.startswith("test_tape")}
+                         | {d.check for d in report.divergences if is_tape(d)})
+    for c in tape_checks:
+        found = [d for d in report.divergences if is_tape(d) and d.check == c]
+        cases = report.cases.get(c, 0) if isinstance(report.cases, dict) else 0
+        cases = cases if type(cases) is int else 0
+        kinds = sorted({str(d.location.get("kind")) for d in found
+                        if isinstance(d.location, dict) and d.location.get("kind")})
+        variants = sorted({str(v.get("name")) for d in found for v in
+                           (d.diagnosis or {}).get("variants", []) if isinstance(v, dict)})
+        if not cases and not found:
+            continue  # skipped: the implementation defines no backprop()
+        tapes.append({"check": c, "cases": cases, "found": len(found),
+                      "ratio": len(found) / cases if cases else (1.0 if found else 0.0),
+                      "kinds": kinds, "variants": variants})
+    return {"rows": rows, "columns": columns, "elsewhere": sorted(elsewhere.items()),
+            "left_out": sorted(op for op in report.ops if op not in named and op != "tape"),
+            "tapes": tapes}
+
+
+def shade(ratio: float) -> str:
+    """A cell's background by its ratio of divergences to cases: none at 0, faint for one
+    in many, deep for every case."""
+    if ratio <= 0:
+        return ""
+    return f"background: rgba(214, 39, 40, {0.12 + 0.78 * min(ratio, 1.0):.2f})"
 
 
 def _short(check: str) -> str:

@@ -83,6 +83,10 @@ class Divergence:
     location: dict = field(default_factory=dict)
     location_line: str = ""
     ops: list[str] = field(default_factory=list)  # the IR's ops the differing output used
+    # What the reducer did (conformance/reduce.py), as a line; and, when it removed
+    # statements, the program as the check found it.
+    reduction: str = ""
+    original: str = ""
     # The case file that replays it, as text, and the name it is saved under (its content's
     # hash): whoever keeps the store writes it (conformance/divergence.py, `save`).
     case_text: str = ""
@@ -103,6 +107,7 @@ class Report:
     started: str = ""
     seconds: float = 0.0
     checks: dict[str, dict[str, int]] = field(default_factory=dict)
+    cases: dict[str, int] = field(default_factory=dict)  # check -> the cases it ran
     skips: dict[str, list[str]] = field(default_factory=dict)  # check -> its skip reasons
     ops: dict[str, dict[str, list[int]]] = field(default_factory=dict)
     # check -> condition -> cases that took it (reference/conditions.py; SPEC.md, "Conditions")

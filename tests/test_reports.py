@@ -21,6 +21,7 @@ from gradient_conformance.conformance.outcome import Outcome
 from gradient_conformance.conformance.running import Finding, Reading
 from gradient_conformance.conformance.transports.loading import load
 from gradient_conformance.reference import cases
+from gradient_conformance.reference.tape import load_tape_case
 from gradient_conformance.reports.html import render, ulp_chart
 from gradient_conformance.reports.records import (
     Divergence,
@@ -277,28 +278,39 @@ def test_the_ulp_chart_marks_what_exceeds_the_bound():
 def test_vectors_export_and_check(tmp_path):
     out = tmp_path / "vectors"
     run = subprocess.run([sys.executable, "-m", "gradient_conformance", "vectors", "--out",
-                          str(out), "--count", "40"], cwd=ROOT, capture_output=True, text=True,
+                          str(out), "--count", "100"], cwd=ROOT, capture_output=True, text=True,
                          timeout=600)
     assert run.returncode == 0, run.stderr
     manifest = json.loads((out / "index.json").read_text())
-    assert manifest["count"] == 40 == len(list(out.glob("*.ir")))
+    assert manifest["count"] == 100 == len(list(out.glob("*.ir"))) + len(list(out.glob("0*.json")))
     classes = {v["class"].split()[0] for v in manifest["vectors"]}
-    assert classes == {"bit-exact", "rejection", "ulp-bounded"}
+    assert classes == {"bit-exact", "rejection", "ulp-bounded", "tape-bit-exact",
+                       "tape-rejection"}
+    tape_fault = load("gradient_conformance.implementations.faults.tape_const_zero")
+    tape_vectors = [v for v in manifest["vectors"] if v["class"].startswith("tape")]
+    for v in tape_vectors:
+        assert v["file"].endswith(".json") and v["kind"].startswith("tape"), v
+        case = load_tape_case((out / v["file"]).read_text())
+        assert all(float(np.float32(e[1])) == e[1] for e in case["tape"]
+                   if e[0] in ("input", "const") and isinstance(e[1], float) and
+                   np.isfinite(e[1])), "a leaf that is not exactly an f32"
+    assert any(not replay(tape_fault, str(out / v["file"]))[0] for v in tape_vectors)
     reference, fast = load("reference"), load("gradient_conformance.implementations.fast")
     faulty = load("gradient_conformance.implementations.faults.reversed_fold")
     missed = 0
     for v in manifest["vectors"]:
         text = (out / v["file"]).read_text()
         assert hashlib.sha256(text.encode()).hexdigest() == v["sha256"]
-        assert f"#: class {v['class']}" in text
+        assert f"#: class {v['class']}" in text if v["file"].endswith(".ir") else \
+            ('"error"' in text) == (v["class"] == "tape-rejection")
         assert replay(reference, str(out / v["file"]))[0], v
-        if v["class"] == "bit-exact" and not v["uses"]:
+        if v["class"] in ("bit-exact", "tape-bit-exact") and not v["uses"]:
             assert replay(fast, str(out / v["file"]))[0], v
         missed += not replay(faulty, str(out / v["file"]))[0]
     assert missed > 0  # the order-sensitive vectors catch a reversed fold
     again = tmp_path / "again"
     subprocess.run([sys.executable, "-m", "gradient_conformance", "vectors", "--out", str(again),
-                    "--count", "40"], cwd=ROOT, check=True, capture_output=True, timeout=600)
+                    "--count", "100"], cwd=ROOT, check=True, capture_output=True, timeout=600)
     assert (again / "index.json").read_text() == (out / "index.json").read_text()
 
 
@@ -346,3 +358,54 @@ def test_the_spec_command_prints_a_whole_document_it_is_named_by():
                              capture_output=True, text=True, timeout=120)
     assert missing.returncode == 2 and "no section 'NOSUCH'" in missing.stderr
     assert "0x7fc0dead" in (ROOT / "VECTORS.md").read_text()
+
+
+def _explained(check: str, variants: list[dict], location: dict, *, tape: bool = False):
+    return Divergence(check=check, test_id=check, summary="s", diagnosis={"variants": variants},
+                      location=location, case_name="x.json" if tape else "x.ir",
+                      signature=(check, "add+mul", "bits"))
+
+
+def test_the_op_table_shows_only_implicated_ops_shaded_by_their_ratio():
+    """SPEC.md, "Reports": an order bug lights no op (its explanations point at a fold);
+    a rule's bug lights its op alone, the cell as red as divergences over cases; the tape
+    checks have their own table."""
+    from gradient_conformance.conformance.diagnosis.diagnose import Diagnosis
+    from gradient_conformance.reports.html import op_view, shade
+    order = Diagnosis(variants=["reversed-arrival"]).to_dict()["variants"]
+    recip = Diagnosis(variants=["recip-form"]).to_dict()["variants"]
+    assert order[0]["ops"] == [] and recip[0]["ops"] == ["recip"]
+    ops = {"add": {"test_gradients_bit_for_bit": [70, 1], "test_case_file": [8, 5]},
+           "recip": {"test_gradients_bit_for_bit": [70, 1], "test_case_file": [8, 5]},
+           "mul": {"test_gradients_bit_for_bit": [70, 1]}}
+    order_bug = Report(implementation={"name": "x", "version": "", "spec": "x",
+                                       "capabilities": {}}, ops=ops,
+                       divergences=[_explained("test_case_file", order, {"kind": "fold",
+                                                                       "op": "mul"})])
+    view = op_view(order_bug)
+    assert view["rows"] == [] and view["elsewhere"] == [("the order of a sum (a fold)", 1)]
+    html = render(order_bug)
+    assert 'id="ops"' not in html and "No op's rule or value is implicated" in html
+    rule_bug = Report(implementation=order_bug.implementation, ops=ops,
+                      divergences=[_explained("test_case_file", recip, {"kind": "share",
+                                                                        "op": "recip"})])
+    view = op_view(rule_bug)
+    assert [row["op"] for row in view["rows"]] == ["recip"]
+    cells = {c: cell for c, cell in zip(view["columns"], view["rows"][0]["cells"], strict=True)}
+    assert cells["test_case_file"]["ratio"] == 5 / 8
+    assert shade(1 / 70) != shade(5 / 8) and shade(0.0) == ""
+    assert float(shade(5 / 8).split(", ")[-1][:-1]) > 3 * float(shade(1 / 70).split(", ")[-1][:-1])
+    # A value located at an op implicates it though no variant does.
+    located = Report(implementation=order_bug.implementation, ops=ops,
+                     divergences=[_explained("test_case_file", [], {"kind": "value", "op": "mul"})])
+    assert [row["op"] for row in op_view(located)["rows"]] == ["mul"]
+    tapes = Report(implementation=order_bug.implementation, checks={"test_tapes_bit_for_bit": {
+        "failed": 1}}, cases={"test_tapes_bit_for_bit": 200},
+        divergences=[_explained("test_tapes_bit_for_bit",
+                                Diagnosis(variants=["tape-const-zero"]).to_dict()["variants"],
+                                {"kind": "leaf"}, tape=True)])
+    view = op_view(tapes)
+    assert view["rows"] == [] and view["tapes"] == [
+        {"check": "test_tapes_bit_for_bit", "cases": 200, "found": 1, "ratio": 1 / 200,
+         "kinds": ["leaf"], "variants": ["tape-const-zero"]}]
+    assert 'id="tapes"' in render(tapes)

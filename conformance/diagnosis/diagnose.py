@@ -27,6 +27,7 @@ from gradient_conformance.conformance.diagnosis.variants import (
     Variant,
     applies,
     composable,
+    implicated_ops,
 )
 from gradient_conformance.conformance.outcome import Outcome, compare
 from gradient_conformance.conformance.running import Reading, traps
@@ -84,7 +85,8 @@ class Diagnosis:
         spec says otherwise, so that a report needs no catalogue to show it."""
         def named(name: str) -> dict:
             v = CATALOGUE[name]
-            return {"name": v.name, "says": v.says, "section": v.section}
+            return {"name": v.name, "says": v.says, "section": v.section,
+                    "ops": sorted(implicated_ops(v))}
         return {**asdict(self), "variants": [named(n) for n in self.variants],
                 "pairs": [[named(n) for n in pair] for pair in self.pairs]}
 

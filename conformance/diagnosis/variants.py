@@ -972,6 +972,23 @@ GRADIENT_PARTS = frozenset({"post_order", "fold", "flows", "depends_on", "range_
                             "rejections", "more_rejections"})
 
 
+def implicated_ops(variant: Variant) -> frozenset[str]:
+    """The ops whose rule or value the variant changes (a report's op table shows only
+    those): a row of the rules, an op's arithmetic, a conversion's op; never the walk, the
+    text or hash consing, which are no op's."""
+    found: set[str] = set()
+    for part in parts(variant):
+        field_name, _, rest = part.partition(".")
+        if field_name == "rules":
+            op, _, reduce_op = rest.partition(".")
+            if op in OPS:
+                found.add(feature(op, reduce_op or None))
+        elif field_name == "domain":
+            needs = _needs(part)
+            found |= {f for need in needs or () for f in need} - {"gradient"}
+    return frozenset(found)
+
+
 def _needs(part: str) -> tuple[frozenset[str], ...] | None:
     """What a case must use for `part` to change its outcome: each set one of whose features
     it must use (all of the sets); () for any case; None when the part changes nothing
