@@ -78,7 +78,7 @@ def _tape(s: choices.Stream, min_entries: int, max_entries: int, smooth: bool) -
             tape.append([s.choose(LEAVES), f32_value(s, smooth=smooth)])
         else:
             tape.append([s.choose(OPERATIONS), s.integer(0, k - 1), s.integer(0, k - 1)])
-    return TapeCase(tape, None, f"a tape of {len(tape)} entries")
+    return TapeCase(tape, None, f"a tape of {len(tape)} entr{'y' if len(tape) == 1 else 'ies'}")
 
 
 def single_use_tapes(*, max_leaves: int = 6, smooth: bool = False

@@ -26,10 +26,18 @@ from gradient_conformance.generators import (
     order_sensitive_gradients,
 )
 from gradient_conformance.generators.buffers import ANY_F32
+from gradient_conformance.generators.tapes import (
+    TapeCase,
+    invalid_tapes,
+    order_sensitive_tapes,
+    tapes,
+)
 from gradient_conformance.reference import cases
 from gradient_conformance.reference.ops import TRANSCENDENTAL
+from gradient_conformance.reference.tape import backprop_bits, format_tape_case, tape_to_json
 
-FORMAT = "gradient-conformance-vectors/1"
+# /2: tape vectors (NNNNN-tape*.json) beside the programs, which a /1 runner does not know.
+FORMAT = "gradient-conformance-vectors/2"
 
 
 @st.composite
@@ -42,14 +50,18 @@ def transcendental_samples(draw, *, max_size: int = 32) -> Case:
                 f"{op} over {len(values)} values", features=frozenset({op}))
 
 
-# (kind, strategy, share of the vectors): what a vector set is made of.
+# (kind, strategy, share of the vectors): what a vector set is made of. The tape kinds are
+# for a runner of backprop(tape) (SPEC.md, "Tapes"), a student's compiler in any language.
 KINDS = [
-    ("forward", exact_programs(), 0.25),
-    ("gradient", differentiable_programs(exclude=TRANSCENDENTAL), 0.30),
-    ("order", order_sensitive_gradients(), 0.10),
-    ("near-miss", near_misses(), 0.10),
-    ("rejection", invalid_gradients(), 0.20),
+    ("forward", exact_programs(), 0.22),
+    ("gradient", differentiable_programs(exclude=TRANSCENDENTAL), 0.26),
+    ("order", order_sensitive_gradients(), 0.09),
+    ("near-miss", near_misses(), 0.09),
+    ("rejection", invalid_gradients(), 0.17),
     ("transcendental", transcendental_samples(), 0.05),
+    ("tape", tapes(), 0.07),
+    ("tape-order", order_sensitive_tapes(), 0.02),
+    ("tape-rejection", invalid_tapes(), 0.03),
 ]
 # What --profile means for vectors (the suite's profiles, plugin.PROFILES): ci draws the same
 # set every time (seed 0 unless given), dev and nightly a fresh one unless --seed is given.
@@ -63,7 +75,9 @@ def counts(total: int) -> dict[str, int]:
     return got
 
 
-def case_key(case: Case) -> tuple:
+def case_key(case) -> tuple:
+    if isinstance(case, TapeCase):
+        return (json.dumps(tape_to_json(case.tape)),)
     return (case.source, tuple(sorted((k, v.tobytes()) for k, v in case.buffers.items())))
 
 
@@ -86,6 +100,17 @@ def draw_cases(strategy, count: int, *, seed: int | None, key=case_key) -> list:
 
         (collect if seed is None else hypothesis.seed(seed * 1000 + attempt)(collect))()
     return list(found.values())
+
+
+def tape_vector_text(number: int, kind: str, case: TapeCase) -> tuple[str, dict]:
+    """One tape vector file (a tape case file: SPEC.md, "Tapes"), and its entry."""
+    error = case.expect_error
+    text = format_tape_case(case.tape, error=error,
+                            derivatives=None if error else backprop_bits(case.tape),
+                            description=f"vector {number}: {kind}; {case.description}")
+    klass = "tape-rejection" if error else "tape-bit-exact"
+    return text, {"class": klass, "kind": kind, "uses": [],
+                  "expect": "rejected" if error else "derivatives"}
 
 
 def vector_text(number: int, kind: str, case: Case) -> tuple[str, dict]:
@@ -124,8 +149,9 @@ def export(out: pathlib.Path, *, count: int, profile: str = "ci",
             continue
         for case in draw_cases(strategies[kind], n, seed=seed):
             number += 1
-            text, entry = vector_text(number, kind, case)
-            name = f"{number:05d}-{kind}.ir"
+            tape = isinstance(case, TapeCase)
+            text, entry = (tape_vector_text if tape else vector_text)(number, kind, case)
+            name = f"{number:05d}-{kind}.{'json' if tape else 'ir'}"
             (out / name).write_text(text)
             index.append({"file": name, **entry,
                           "sha256": hashlib.sha256(text.encode()).hexdigest()})
