@@ -87,7 +87,8 @@ def test_ctrl_c_writes_the_report(tmp_path):
     html = (tmp_path / "report.html").read_text()
     assert f'<h3 class="check">{CHECK}</h3>' in html
     assert "This run was\ncut short" in html  # and so says the report
-    assert "distinct divergences: " in stderr and " cases " in stderr and "/s" in stderr
+    assert " found, " in stderr and " shown" in stderr and " cases " in stderr and "/s" in stderr
+    assert f"new signature: {CHECK} / " in stderr and "  replay:    " in stderr
     assert process.returncode == 2  # interrupted, as pytest's own status says it
 
 
@@ -120,6 +121,35 @@ def test_progress_keeps_the_smallest_of_each_signature(tmp_path):
     # Each named by its content, whatever name the record gave (SPEC.md, "Isolation").
     assert sorted(p.name for p in (tmp_path / "divergences").glob("*/*.ir")) == sorted(
         case_file_name(CHECK, text + "\n", ".ir") for text in ("a", "a\nb", "a\nb\nc"))
+
+
+def test_each_new_signature_is_said_once_with_its_answer_and_counts_read_the_same(tmp_path):
+    """SPEC.md, "Fuzzing": the driver says each signature the first time it arrives (what
+    differs, the diagnosis, the location, the replay command), and names its three counts
+    the same on the progress line and in the report."""
+    progress = Progress(tmp_path, FAULT, "1 process")
+
+    def record(statements: int, subject: str) -> dict:
+        d = Divergence(CHECK, "i", f"slot 1[0]: differs {statements}\nmore", source="a",
+                       statements=statements, signature=(CHECK, subject, "bits"),
+                       ops=[subject], case_text=f"a{statements}\n",
+                       diagnosis_line="diagnosis: the spec, but one that ...",
+                       location_line="location: line 3, ...")
+        return {"check": CHECK, "outcome": "failed", "cases": 1,
+                "divergence": divergence_to_dict(d)}
+
+    progress.take((0, "record", record(3, "add")))
+    said = progress.said()
+    assert said[0] == f"new signature: {CHECK} / add / bits"
+    assert said[1:4] == ["  slot 1[0]: differs 3", "  diagnosis: the spec, but one that ...",
+                         "  location: line 3, ..."]
+    assert said[4].startswith("  replay:    ") and "--impl=" in said[4]
+    progress.take((0, "record", record(2, "add")))  # the same signature, smaller
+    assert progress.said() == []
+    progress.take((0, "record", record(1, "mul")))
+    assert progress.said()[0] == f"new signature: {CHECK} / mul / bits"
+    counts = "3 divergences found, 2 signatures, 2 shown"
+    assert counts in progress.line() and counts in progress.report().notes[0]
 
 
 def test_a_check_that_ran_no_case_is_a_warning_in_the_terminal_and_the_report(tmp_path):

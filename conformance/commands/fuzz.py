@@ -45,6 +45,7 @@ from gradient_conformance.reports.html import render
 from gradient_conformance.reports.records import (
     Divergence,
     Report,
+    counted,
     divergence_from_dict,
     divergence_to_dict,
     loads,
@@ -145,6 +146,7 @@ class Progress:
         self.implementation: dict = {}
         self.checks: list[str] | None = None  # the generated checks the sessions collected
         self.found = 0
+        self.fresh: list[Divergence] = []  # signatures first seen in this run, not yet said
         self.exits: list[int] = []
         self.failures: list[str] = []
 
@@ -176,6 +178,8 @@ class Progress:
                 self._keep(d)
 
     def _keep(self, d: Divergence) -> None:
+        if d.signature not in self.best:
+            self.fresh.append(d)
         held = self.best.get(d.signature) or self.stored.get(d.signature)
         if held is not None and (held.statements, len(held.source)) <= (d.statements,
                                                                         len(d.source)):
@@ -203,9 +207,33 @@ class Progress:
             per_check[d.check] = per_check.get(d.check, 0) + 1
         found = ", ".join(f"{c.removeprefix('test_')} {n}" for c, n in sorted(per_check.items()))
         return (f"fuzz {int(elapsed) // 60:02d}:{int(elapsed) % 60:02d}  {total} cases  "
-                f"{total / max(elapsed, 1e-9):.1f}/s  distinct divergences: "
-                f"{len(shown)}{' (' + found + ')' if found else ''}, "
-                f"{len(self.best)} signatures")
+                f"{total / max(elapsed, 1e-9):.1f}/s  {self.counts()}"
+                f"{' (shown per check: ' + found + ')' if found else ''}")
+
+    def counts(self) -> str:
+        """The run's three counts, named the same on the terminal and in the report:
+        divergences found (every failing case reported), their signatures, and those shown
+        (the smallest of each signature whose ops no simpler one's explain)."""
+        shown = representatives(list(self.best.values()))
+        return (f"{counted(self.found, 'divergence')} found, "
+                f"{counted(len(self.best), 'signature')}, {len(shown)} shown")
+
+    def said(self) -> list[str]:
+        """The lines of each signature first seen since the last call: what differs, its
+        diagnosis, its location and the command that replays it."""
+        lines = []
+        for d in self.fresh:
+            held = self.best.get(d.signature, d)
+            lines.append(f"new signature: {d.key}"
+                         + (" (stored by an earlier run)" if d.signature in self.stored
+                            else ""))
+            summary = held.summary.splitlines()
+            lines += [f"  {line}" for line in (summary[0] if summary else "",
+                                                held.diagnosis_line, held.location_line,
+                                                f"replay:    {held.replay}" if held.replay
+                                                else "") if line]
+        self.fresh = []
+        return lines
 
     def signatures(self) -> dict[str, str]:
         """This run's signatures: each one's store folder, and its text."""
@@ -248,9 +276,8 @@ class Progress:
         elapsed = time.monotonic() - self.clock
         total = sum(cases.values())
         notes = [f"A fuzz run: {self.where}, {total} cases in {elapsed:.0f} s "
-                 f"({total / max(elapsed, 1e-9):.1f} per second); {self.found} divergences "
-                 f"found, {len(self.best)} distinct signatures, shown as {len(shown)}: the "
-                 "smallest of each signature, and of those only the ones whose ops no "
+                 f"({total / max(elapsed, 1e-9):.1f} per second); {self.counts()}: shown, "
+                 "the smallest of each signature, and of those only the ones whose ops no "
                  "simpler one's explain ('also seen as' lists the rest). 'failed' counts "
                  "those shown."]
         notes += [f"{c} skipped: {why}" for c, why in sorted(skipped.items())]
@@ -261,7 +288,8 @@ class Progress:
                                                  "spec": self.spec, "capabilities": {}}
         return Report(implementation=implementation, profile="fuzz",
                       started=self.started.isoformat(timespec="seconds"), seconds=elapsed,
-                      checks=checks, ops=self.totals.ops, ulps=self.totals.ulps,
+                      checks=checks, cases=dict(cases), ops=self.totals.ops,
+                      ulps=self.totals.ulps,
                       divergences=shown, notes=notes, changes=changes or {},
                       interrupted=(f"interrupted (Ctrl-C) after {elapsed:.0f} s of the "
                                    "minutes asked for: the checks ran only so far"
@@ -299,6 +327,8 @@ def fuzz(spec: str, *, minutes: float, jobs: int = 1, out: pathlib.Path,
 
     def take(message) -> None:
         progress.take(message)
+        for line in progress.said():
+            print(line, file=log, flush=True)
         if message[1] == "failed":
             print(f"fuzzing process or task {message[0]} failed: {message[2]}", file=log,
                   flush=True)
@@ -348,7 +378,14 @@ def _end(progress: Progress, out: pathlib.Path, report: pathlib.Path | None, tim
          log) -> None:
     """The run's last line, its report (with what changed since the previous run) and its
     line of history."""
+    from gradient_conformance.conformance.explain import verdict_lines
     print(progress.line(), file=log, flush=True)
+    shown = representatives(list(progress.best.values()))
+    if shown:
+        # The report's summary of diagnoses, in the words the suite's own verdict uses.
+        print(f"verdict over the {len(shown)} shown:", file=log, flush=True)
+        for line in verdict_lines(shown):
+            print(f"  {line}", file=log, flush=True)
     for problem in [*progress.idle(), *progress.problems]:
         print(problem, file=log, flush=True)
     earlier = _history_text(out)
@@ -422,8 +459,9 @@ def report_from_folders(folders: list[pathlib.Path]) -> Report:
     checks: dict[str, dict[str, int]] = {}
     for d in shown:
         checks.setdefault(d.check, {"failed": 0})["failed"] += 1
-    notes = [f"Collected from {', '.join(map(str, folders))}: {len(found)} saved divergences, "
-             f"{len(smallest_per_signature(found))} signatures, shown as {len(shown)}.",
+    notes = [f"Collected from {', '.join(map(str, folders))}: "
+             f"{counted(len(found), 'divergence')} saved, "
+             f"{counted(len(smallest_per_signature(found)), 'signature')}, {len(shown)} shown.",
              *problems]
     return Report(implementation={"name": "(collected)", "version": "", "spec": "",
                                   "capabilities": {}}, profile="fuzz", checks=checks,
