@@ -185,6 +185,7 @@ class Run:
         self.reported: set[str] = set()  # the node ids a record came for
         self.known = None  # the entries of --known (conformance/known.py), when given
         self.known_written: pathlib.Path | None = None  # where --write-known wrote
+        self.reduced: set[tuple] = set()  # (test id, subject, kind) of the findings reduced
 
     def _cases_dir(self) -> pathlib.Path:
         option = self.config.getoption
@@ -873,11 +874,19 @@ def _explained(run, guarded, check: str, test_id: str, finding):
     original = finding.reading.source if finding.reading is not None else ""
     from gradient_conformance.conformance import divergence
     from gradient_conformance.conformance.explain import Explainer
-    from gradient_conformance.conformance.reduce import reduce_finding
+    from gradient_conformance.conformance.reduce import Reduction, reduce_finding
     reduction = None
     if not run.config.getoption("--conformance-no-shrink"):
-        reduction = reduce_finding(finding, guarded)
-        finding = reduction.finding
+        # Once per signature and test: fuzz's batches find the same divergence again and
+        # again, and keep the smallest of each signature.
+        key = (test_id, *divergence.subject(finding))
+        if key in run.reduced:
+            reduction = Reduction(finding, reason="a divergence of this signature was reduced "
+                                  "earlier in this run")
+        else:
+            run.reduced.add(key)
+            reduction = reduce_finding(finding, guarded)
+            finding = reduction.finding
     d = divergence.describe(check, test_id, finding)
     if reduction is not None:
         d.reduction = divergence.visible(reduction.line())
