@@ -295,7 +295,8 @@ def test_each_divergence_is_on_the_terminal_when_its_check_ends(tmp_path):
     code, output, _ = suite(RECIP, "-q", "-k", "op_form_recip or near_the_true_derivative",
                             cwd=tmp_path)
     assert code == 1, output
-    found = output.index("divergence found by test_case_file[gradient/op_form_recip.ir]:")
+    # On a line of its own, after -q's progress characters as after a test file's name.
+    found = output.index("\ndivergence found by test_case_file[gradient/op_form_recip.ir]:") + 1
     block = output[found:].split("\n", 6)
     assert block[1].startswith("  slot 1[0]: expected -7.1111116")
     assert block[2].startswith("  diagnosis: ") and block[3].startswith("  location: line 8")
