@@ -249,7 +249,7 @@ class Run:
         # After -q's progress characters too, which ensure_newline does not end (it ends a
         # line of a test file's name only): the heading starts a line of its own.
         writer = getattr(terminal, "_tw", None)
-        if writer is not None and getattr(writer, "width_of_current_line", 0):
+        if writer is not None and getattr(writer, "width_of_current_line", False):
             writer.line()
         terminal.ensure_newline()
         for k, d in enumerate(f for f in found if isinstance(f, dict)):
