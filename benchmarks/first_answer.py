@@ -79,12 +79,12 @@ def first_divergence(folder: pathlib.Path, fault: str, *extra: str) -> tuple[flo
     return (first if first is not None else float("nan")), time.monotonic() - started
 
 
-def reported_statements(folder: pathlib.Path, fault: str) -> list[tuple[int, int]]:
+def reported_statements(folder: pathlib.Path, fault: str, *extra: str) -> list[tuple[int, int]]:
     """(statements as the check found it, as reported) for each program divergence a run
     against `fault` reports."""
     report = folder / f"{fault}.json"
     subprocess.run(_command(f"--impl={FAULTS}.{fault}", "-q", f"--report-json={report}",
-                            f"--cases-out={folder / fault}"), cwd=folder,
+                            f"--cases-out={folder / fault}", *extra), cwd=folder,
                    capture_output=True, check=False, timeout=3600)
     if not report.exists():
         return []
@@ -106,29 +106,35 @@ def main(argv: list[str] | None = None) -> None:
                         help="the seeded fault of the time to a first divergence")
     parser.add_argument("--skip-statements", action="store_true",
                         help="leave out the statements over every fault (the long part)")
+    parser.add_argument("--faults", nargs="*", default=None,
+                        help="the seeded faults of the statements (default: every one)")
+    parser.add_argument("--select", default=None,
+                        help="only the checks -k EXPR selects, in every run (a quick look)")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as scratch:
         folder = pathlib.Path(scratch)
         seconds = start_up(folder, args.runs)
         print(f"start-up to the first case: median {statistics.median(seconds):.2f} s over "
               f"{len(seconds)} runs (min {min(seconds):.2f}, max {max(seconds):.2f})")
+        chosen = ("-k", args.select) if args.select else ()
         for extra in ((), ("-x",)):
-            first, whole = first_divergence(folder, args.fault, *extra)
+            first, whole = first_divergence(folder, args.fault, *chosen, *extra)
             print(f"first readable divergence against {args.fault}"
                   f"{' with -x' if extra else ''}: {first:.1f} s (the run: {whole:.1f} s)")
         if args.skip_statements:
             return
-        faults = sorted(m.name for m in pkgutil.iter_modules(
+        faults = args.faults or sorted(m.name for m in pkgutil.iter_modules(
             [str(pathlib.Path(__file__).resolve().parent.parent / "implementations" /
                  "faults")]))
         pairs = []
         for fault in faults:
-            found = reported_statements(folder, fault)
+            found = reported_statements(folder, fault, *chosen)
             pairs += found
             print(f"  {fault}: {len(found)} program divergences, statements found -> "
                   f"reported: {', '.join(f'{b}->{a}' for b, a in found) or '-'}")
         if pairs:
-            print(f"statements of the reported programs over {len(faults)} seeded faults "
+            print(f"statements of the reported programs over {len(faults)} seeded "
+                  f"fault{'s' if len(faults) != 1 else ''} "
                   f"({len(pairs)} program divergences): median "
                   f"{statistics.median(b for b, _ in pairs)} as the checks found them, "
                   f"{statistics.median(a for _, a in pairs)} reduced; max "

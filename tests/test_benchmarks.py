@@ -126,3 +126,18 @@ def test_the_shrink_script_prints_what_each_fault_shrank_to():
     for line in lines:
         size = line.split("seeds 1-1: ")[1].split(";")[0]
         assert size.isdigit() and int(size) >= 6, line
+
+
+def test_the_first_answer_script_prints_start_up_first_divergence_and_statements():
+    """One start-up, the case files alone against one fault: the script runs, and each of its
+    figures is a number (the figures themselves are README's, from a whole run)."""
+    run = subprocess.run([sys.executable, "-m", "benchmarks.first_answer", "--runs", "1",
+                          "--select", "case_file and recip", "--faults", "recip_form"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stderr[-3000:]
+    lines = run.stdout.splitlines()
+    assert lines[0].startswith("start-up to the first case: median "), run.stdout
+    assert float(lines[1].split(": ")[1].split(" s")[0]) > 0, lines[1]  # not nan: seen
+    assert "with -x" in lines[2] and float(lines[2].split(": ")[1].split(" s")[0]) > 0
+    assert lines[3].startswith("  recip_form: 2 program divergences"), run.stdout
+    assert lines[4].startswith("statements of the reported programs over 1 seeded fault")
