@@ -370,7 +370,8 @@ def build_program(source: str) -> Program:
             idx = operand(ops[2]) if len(ops) == 3 else None
             if buf.op != "buffer" or val.op == "buffer" or val.dt != buf.dt:
                 raise Invalid("store types")
-            if idx is not None and (idx.dt != "i32" or idx.sh != () or val.sh != ()):
+            if idx is not None and (idx.op == "buffer" or idx.dt != "i32" or idx.sh != ()
+                                    or val.sh != ()):
                 raise Invalid("store index")
             if idx is None and not val.literal and val.sh != buf.sh:
                 raise Invalid("store shape")
