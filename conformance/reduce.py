@@ -45,6 +45,7 @@ class Reduction:
     runs: int = 0
     minimal: bool = False
     reason: str = ""
+    oracle_errors: list[str] = dataclasses.field(default_factory=list)
 
     def line(self) -> str:
         """The reduction in one line, as the terminal and the report show it."""
@@ -52,8 +53,11 @@ class Reduction:
             return f"reduced: no ({self.reason})"
         how = ("no statement of it can be removed with the divergence kept" if self.minimal
                else f"not minimal: the reducer spent its {RUNS} runs")
+        bug = (f"; the reference failed on {len(self.oracle_errors)} smaller programs, a bug "
+               f"of the suite's to report: {self.oracle_errors[0]}" if self.oracle_errors
+               else "")
         return (f"reduced: from {self.before} statements to {self.after} ({how}; "
-                f"{self.runs} runs of the implementation)")
+                f"{self.runs} runs of the implementation{bug})")
 
 
 def reduce_finding(finding: Finding, impl, *, runs: int = RUNS) -> Reduction:
@@ -65,6 +69,11 @@ def reduce_finding(finding: Finding, impl, *, runs: int = RUNS) -> Reduction:
     statements = reading.statements or []
     if not statements:
         return Reduction(finding, reason="the program does not parse")
+    if finding.got.status == "failure":
+        return Reduction(finding, len(statements), len(statements),
+                         reason="the implementation failed (a crash, a timeout or junk): each "
+                         "smaller program would cost a restart, and the location finds where "
+                         "it starts")
     if finding.comparison != "outcomes":
         return Reduction(finding, len(statements), len(statements),
                          reason="its check compares with the true derivative, which the "
@@ -83,7 +92,7 @@ def reduce_finding(finding: Finding, impl, *, runs: int = RUNS) -> Reduction:
     after = len(best.reading.statements or [])
     # Nothing removed: the program as the check found it, its text and lines as written.
     return Reduction(best if after < len(statements) else finding, len(statements), after,
-                     search.runs, minimal)
+                     search.runs, minimal, oracle_errors=search.oracle_errors)
 
 
 class _Search:
@@ -91,9 +100,15 @@ class _Search:
 
     def __init__(self, finding: Finding, impl, runs: int):
         self.finding, self.impl, self.budget, self.runs = finding, impl, runs, 0
+        # What the reference raised other than an IRError on a smaller program: its bug,
+        # which a reduction must not turn into the run's end, and must not keep quiet.
+        self.oracle_errors: list[str] = []
         self.target = subject(finding)
         got = finding.got
-        self.build_only = got.status == "ok" and not got.buffers  # a check of rejections
+        # Built only, as a check of rejections asks: a rule missed, a program given no
+        # buffers, or an acceptance without outputs.
+        self.build_only = finding.rule is not None or not finding.buffers or (
+            got.status == "ok" and not got.buffers)
         difference = finding.difference or compare(finding.want, got, ulps=finding.ulps)
         said = str(difference) if difference else ""
         self.context = finding.summary[:-len(said)] if said and \
@@ -126,7 +141,13 @@ class _Search:
                 finding.reading.slots.get(s) != kept for s, kept in reading.slots.items()):
             return None
         buffers = {s: a for s, a in finding.buffers.items() if s in reading.slots}
-        want = reading.outcome(buffers, build_only=self.build_only)
+        if not self.build_only and set(buffers) != set(reading.slots):
+            return None  # a slot the check gave no contents: not a run it could ask for
+        try:
+            want = reading.outcome(buffers, build_only=self.build_only)
+        except Exception as problem:  # noqa: BLE001 - the oracle's bug, said, not the run's end
+            self.oracle_errors.append(f"{type(problem).__name__}: {problem}")
+            return None
         if want.status != finding.want.status or (
                 finding.rule is not None and finding.rule not in want.message) or \
                 traps(self.impl, reading, buffers):

@@ -123,3 +123,28 @@ def test_a_case_file_s_divergence_is_shown_reduced_naming_the_file(tmp_path):
     assert code == 1, output[-2000:]
     assert "case file examples/accumulation_order.ir" in output
     assert "reduced: from 18 statements to " in output, output[-3000:]
+
+
+def test_the_oracle_failing_on_a_smaller_program_is_said_not_fatal(order_bug, monkeypatch):
+    """A smaller program the reference cannot run (raising other than an IRError) is the
+    suite's bug: the reduction goes on without it and its line says so."""
+    finding = _finding(order_bug, PADDED, _buffers())
+    real = running.Reading.outcome
+
+    def flaky(self, buffers, *args, **kwargs):
+        if "%dead" not in self.source:
+            raise TypeError("a bug of the oracle's")
+        return real(self, buffers, *args, **kwargs)
+    monkeypatch.setattr(running.Reading, "outcome", flaky)
+    reduction = reduce_finding(finding, order_bug)
+    assert reduction.oracle_errors and "TypeError: a bug of the oracle's" in reduction.line()
+    assert "%dead" in reduction.finding.reading.source or reduction.finding is finding
+
+
+def test_a_store_index_that_is_a_buffer_is_rejected_at_build():
+    """Found by the reducer: the reference took `store %o 1.0 %b` with %b an i32 scalar
+    buffer, and failed running it (cases/errors/buffer_as_store_index.ir)."""
+    reading = running.Reading("%b = buffer slot=0 dtype=i32 shape=[]\n"
+                              "%o = buffer slot=1 dtype=f32 shape=[3]\nstore %o 1.0 %b\n")
+    outcome = reading.outcome({})
+    assert outcome.status == "rejected" and "load it first" in outcome.message
