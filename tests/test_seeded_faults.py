@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from gradient_conformance.conformance.commands.vectors import KINDS, draw_cases
+from gradient_conformance.conformance.commands.vectors import PROGRAM_KINDS, draw_cases
 from gradient_conformance.conformance.transports.loading import load
 from gradient_conformance.generators.tapes import invalid_tapes, tapes
 from gradient_conformance.implementations.faults import FAULTS, TAPE_FAULTS
@@ -17,7 +17,7 @@ from gradient_conformance.reference import cases
 from tests.conftest import CASES, FAST, suite
 from tests.conftest import FAULTS as FAULTS_PACKAGE
 
-PROGRAMS = [(c.source, c.buffers) for _, strategy, _ in KINDS
+PROGRAMS = [(c.source, c.buffers) for _, strategy, _ in PROGRAM_KINDS
             for c in draw_cases(strategy, 8, seed=1)]
 PROGRAMS += [(case.source, cases.initial_buffers(case, cases.buffer_slots(case.source)))
              for case in map(cases.load_case, cases.case_paths([CASES]))

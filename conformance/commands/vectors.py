@@ -52,17 +52,20 @@ def transcendental_samples(draw, *, max_size: int = 32) -> Case:
 
 # (kind, strategy, share of the vectors): what a vector set is made of. The tape kinds are
 # for a runner of backprop(tape) (SPEC.md, "Tapes"), a student's compiler in any language.
-KINDS = [
+PROGRAM_KINDS = [
     ("forward", exact_programs(), 0.22),
     ("gradient", differentiable_programs(exclude=TRANSCENDENTAL), 0.26),
     ("order", order_sensitive_gradients(), 0.09),
     ("near-miss", near_misses(), 0.09),
     ("rejection", invalid_gradients(), 0.17),
     ("transcendental", transcendental_samples(), 0.05),
+]
+TAPE_KINDS = [
     ("tape", tapes(), 0.07),
     ("tape-order", order_sensitive_tapes(), 0.02),
     ("tape-rejection", invalid_tapes(), 0.03),
 ]
+KINDS = PROGRAM_KINDS + TAPE_KINDS
 # What --profile means for vectors (the suite's profiles, plugin.PROFILES): ci draws the same
 # set every time (seed 0 unless given), dev and nightly a fresh one unless --seed is given.
 
