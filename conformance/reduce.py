@@ -83,8 +83,8 @@ def reduce_finding(finding: Finding, impl, *, runs: int = RUNS) -> Reduction:
         start = search.shows(statements)
         if start is None:
             return Reduction(finding, len(statements), len(statements), search.runs,
-                             reason="the program printed canonically does not show it: "
-                             "the divergence is in how the text is written")
+                             reason="the program printed canonically is not one the check "
+                             f"would have reported so: {search.why}")
         best, minimal = search.reduce(statements, start)
     except Abandoned as stopped:
         return Reduction(finding, len(statements), len(statements), search.runs,
@@ -103,6 +103,7 @@ class _Search:
         # What the reference raised other than an IRError on a smaller program: its bug,
         # which a reduction must not turn into the run's end, and must not keep quiet.
         self.oracle_errors: list[str] = []
+        self.why = ""  # why the last program asked about did not count
         self.target = subject(finding)
         got = finding.got
         # Built only, as a check of rejections asks: a rule missed, a program given no
@@ -134,24 +135,28 @@ class _Search:
                 return best, True
 
     def shows(self, statements: list[Statement]) -> Finding | None:
-        """The finding `statements` give, if it is the original's divergence."""
+        """The finding `statements` give, if it is the original's divergence; else None,
+        with why in `why`."""
         finding = self.finding
         reading = Reading(format_program(statements))
         if reading.error is not None or any(
                 finding.reading.slots.get(s) != kept for s, kept in reading.slots.items()):
-            return None
+            return self._not("it does not parse, or declares other slots")
         buffers = {s: a for s, a in finding.buffers.items() if s in reading.slots}
         if not self.build_only and set(buffers) != set(reading.slots):
-            return None  # a slot the check gave no contents: not a run it could ask for
+            return self._not("a slot the check gave no contents")
         try:
             want = reading.outcome(buffers, build_only=self.build_only)
         except Exception as problem:  # noqa: BLE001 - the oracle's bug, said, not the run's end
             self.oracle_errors.append(f"{type(problem).__name__}: {problem}")
-            return None
-        if want.status != finding.want.status or (
-                finding.rule is not None and finding.rule not in want.message) or \
-                traps(self.impl, reading, buffers):
-            return None
+            return self._not("the reference failed on it")
+        if want.status != finding.want.status:
+            return self._not(f"the reference's outcome is {want.status}, not "
+                             f"{finding.want.status}")
+        if finding.rule is not None and finding.rule not in want.message:
+            return self._not(f"the reference's rejection does not name {finding.rule}")
+        if traps(self.impl, reading, buffers):
+            return self._not("it reaches a division the implementation declares traps")
         self.runs += 1
         got = self.impl.build_only(reading.source) if self.build_only else \
             self.impl.run_case(reading.source, buffers, reading.slots)
@@ -160,11 +165,18 @@ class _Search:
         want, got, _ = claimed(self.impl, reading, want, got)
         difference = compare(want, got, ulps=finding.ulps)
         if difference is None:
-            return None
+            return self._not("the implementation agrees with the reference on it")
         found = Finding(f"{self.context}{difference}", want, got, difference,
                         finding.description, reading, buffers, rule=finding.rule,
                         ulps=finding.ulps)
-        return found if subject(found) == self.target else None
+        if subject(found) != self.target:
+            return self._not(f"its divergence is about {' / '.join(subject(found))}, not "
+                             f"{' / '.join(self.target)}")
+        return found
+
+    def _not(self, why: str) -> Finding | None:
+        self.why = why
+        return None
 
 
 def _candidates(statements: list[Statement], k: int) -> Iterator[list[Statement]]:

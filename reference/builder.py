@@ -173,7 +173,7 @@ class _Builder:
                              f"value {value.dtype}" + _literal_hint(value, buffer.dtype))
         if index:
             if index[0].op == "buffer":
-                raise BuildError(s.line, s.operands[2].text, f"operand 3 of store is a buffer, "
+                raise BuildError(s.line, s.operands[2].text, "operand 3 of store is a buffer, "
                                  "a handle and not a value: load it first")
             if index[0].dtype != "i32" or index[0].shape != ():
                 raise BuildError(s.line, s.operands[2].text, "an index must be an i32 scalar")
