@@ -339,7 +339,16 @@ def run_both(impl, source: str, buffers, statements=()) -> tuple[Reading, Outcom
     reference's outcome on it, and the implementation's."""
     reading = Reading(source, statements)
     want = reading.outcome(buffers)
-    assume(not traps(impl, reading, buffers))
+    trapping = traps(impl, reading, buffers)
+    if trapping:
+        from hypothesis import reject
+        from hypothesis.control import currently_in_test_context
+        if currently_in_test_context():
+            reject()
+        # A fixed program (not drawn by Hypothesis, whose assume there is deprecated).
+        import pytest
+        pytest.skip(f"it reaches {', '.join(sorted(trapping))}, where the implementation "
+                    "declares that integer division traps (CAPABILITIES)")
     return reading, want, impl.run_case(source, buffers, reading.slots)
 
 
