@@ -217,15 +217,17 @@ def _diagnose_tape(tape, want: Outcome, got: Outcome) -> Diagnosis:
         return Diagnosis(reason="a tape rejected or accepted otherwise: the catalogue has no "
                          "variant of the tape's rejections")
     candidates = [v for v in CATALOGUE.values() if v.tape]
-    found = []
-    for variant in candidates:
-        try:
-            bits = backprop_bits(tape, variant.semantics())
-        except Exception:  # noqa: BLE001 - the variant does not apply to this tape
-            continue
-        if compare(Outcome("ok", derivatives=bits), got) is None:
-            found.append(variant.name)
+    found = [v.name for v in candidates if _tape_reproduces(tape, v, got)]
     return Diagnosis(variants=found, tried=len(candidates))
+
+
+def _tape_reproduces(tape, variant: Variant, got: Outcome) -> bool:
+    """Whether a tape variant's derivatives are exactly `got`'s."""
+    try:
+        bits = backprop_bits(tape, variant.semantics())
+    except Exception:  # noqa: BLE001 - the variant does not apply to this tape
+        return False
+    return compare(Outcome("ok", derivatives=bits), got) is None
 
 
 def reproduced_by(finding, names) -> str | None:
@@ -235,13 +237,8 @@ def reproduced_by(finding, names) -> str | None:
     for name in names:
         variant = CATALOGUE[name]
         if finding.tape is not None:
-            if not variant.tape or finding.got.status != "ok":
-                continue
-            try:
-                bits = backprop_bits(finding.tape, variant.semantics())
-            except Exception:  # noqa: BLE001 - the variant does not apply to this tape
-                continue
-            if compare(Outcome("ok", derivatives=bits), finding.got) is None:
+            if variant.tape and finding.got.status == "ok" and \
+                    _tape_reproduces(finding.tape, variant, finding.got):
                 return name
             continue
         reading = finding.reading
