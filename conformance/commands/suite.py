@@ -106,7 +106,7 @@ def usage_problem(argv: list[str]) -> str | None:
     options.update({SUITE_OPTIONS.get(o.name, o.name): o for o in options.values()})
     for k, arg in enumerate(argv):
         name, equals, value = arg.partition("=")
-        if name in XDIST_OPTIONS or (arg.startswith("-n") and arg[2:].isalnum() and arg[2:]):
+        if name in XDIST_OPTIONS or _glued_count(arg):
             if importlib.util.find_spec("xdist") is None:
                 return (f"{arg}{'' if equals or arg[2:] else ' ' + ' '.join(argv[k + 1:k + 2])}"
                         ": running on several processes needs pytest-xdist, which is not "
@@ -130,6 +130,11 @@ def usage_problem(argv: list[str]) -> str | None:
     return None
 
 
+def _glued_count(arg: str) -> str:
+    """The count of `-nN` (`-n2`, `-nauto`), or "" for any other argument."""
+    return arg[2:] if arg.startswith("-n") and arg[2:].isalnum() else ""
+
+
 def _workers_asked(argv: list[str]) -> tuple[int, int, str] | None:
     """Where `argv` asks for xdist's workers: (the index of the option's first word, how
     many words it takes, the count as typed), or None."""
@@ -139,8 +144,8 @@ def _workers_asked(argv: list[str]) -> tuple[int, int, str] | None:
             if equals:
                 return k, 1, value
             return (k, 2, argv[k + 1]) if k + 1 < len(argv) else None
-        if arg.startswith("-n") and arg[2:].isalnum():
-            return k, 1, arg[2:]
+        if _glued_count(arg):
+            return k, 1, _glued_count(arg)
     return None
 
 
@@ -151,6 +156,7 @@ def parallelism(argv: list[str], cores: int) -> tuple[list[str], str | None]:
     asked = _workers_asked(argv)
     if asked is None:
         return argv, None
+    from gradient_conformance.reports.records import counted
     k, words, count = asked
     per = 1 if "--in-process" in argv else 2
     fits = cores // per
@@ -160,14 +166,14 @@ def parallelism(argv: list[str], cores: int) -> tuple[list[str], str | None]:
     if count in ("auto", "logical"):
         if fits < 2:
             return (argv[:k] + argv[k + words:],
-                    f"{shown}: this machine has {cores} core{'s' * (cores != 1)} and each "
+                    f"{shown}: this machine has {counted(cores, 'core')} and each "
                     f"worker {busy}, so one process runs the checks (no workers)")
         return ([*argv[:k], "-n", str(fits), *argv[k + words:]],
                 f"{shown}: {fits} workers for this machine's {cores} cores (each worker "
                 f"{busy})")
     if count.isdigit() and int(count) > max(fits, 1):
         return argv, (f"{shown}: each worker {busy}, so {int(count) * per} busy processes "
-                      f"share this machine's {cores} core{'s' * (cores != 1)}; "
+                      f"share this machine's {counted(cores, 'core')}; "
                       + (f"-n {fits} fits them" if fits >= 2 else
                          "one process without -n fits them"))
     return argv, None
