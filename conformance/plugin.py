@@ -895,7 +895,7 @@ def _explained(run, guarded, check: str, test_id: str, finding):
     d = divergence.describe(check, test_id, finding)
     if reduction is not None:
         d.reduction = divergence.visible(reduction.line())
-        if reduction.after < reduction.before and reduction.finding.reading is not None:
+        if reduction.after < reduction.before:
             d.original = divergence.visible(original)
     if run.explainer is None:
         run.explainer = Explainer()
