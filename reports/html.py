@@ -88,8 +88,8 @@ def op_view(report: Report) -> dict:
     """The report's op table (SPEC.md, "Reports"): the ops an explanation implicates, each
     check's divergences over its cases with their ratio (which shades the cell); what the
     explanations point at instead, when no op is; and the tape checks apart."""
-    programs = [d for d in report.divergences if not is_tape(d)]
-    named = set().union(*(implicated(d) for d in programs)) if programs else set()
+    programs = [(d, implicated(d)) for d in report.divergences if not is_tape(d)]
+    named = set().union(*(ops for _, ops in programs))
     ops = [op for op in sorted(report.ops) if op in named and op != "tape"]
     columns = sorted({c for op in ops for c in report.ops[op]})
     rows = []
@@ -97,12 +97,11 @@ def op_view(report: Report) -> dict:
         cells = []
         for c in columns:
             cases, found = (report.ops[op].get(c) or [0, 0])[:2]
-            cells.append({"cases": cases, "found": found,
-                          "ratio": found / cases if cases else (1.0 if found else 0.0)})
+            cells.append({"cases": cases, "found": found, "ratio": _ratio(found, cases)})
         rows.append({"op": op, "cells": cells})
     elsewhere: dict[str, int] = {}
-    for d in programs:
-        if not implicated(d):
+    for d, ops_of_d in programs:
+        if not ops_of_d:
             kind = d.location.get("kind") if isinstance(d.location, dict) else None
             what = {"fold": "the order of a sum (a fold)", "blocked": "a blocked edge",
                     "hash-consing": "hash consing", "literal": "a literal",
@@ -123,11 +122,16 @@ def op_view(report: Report) -> dict:
         if not cases and not found:
             continue  # skipped: the implementation defines no backprop()
         tapes.append({"check": c, "cases": cases, "found": len(found),
-                      "ratio": len(found) / cases if cases else (1.0 if found else 0.0),
+                      "ratio": _ratio(len(found), cases),
                       "kinds": kinds, "variants": variants})
     return {"rows": rows, "columns": columns, "elsewhere": sorted(elsewhere.items()),
             "left_out": sorted(op for op in report.ops if op not in named and op != "tape"),
             "tapes": tapes}
+
+
+def _ratio(found: int, cases: int) -> float:
+    """Divergences over cases; divergences where no case was counted make the whole."""
+    return found / cases if cases else (1.0 if found else 0.0)
 
 
 def shade(ratio: float) -> str:
