@@ -1,1 +1,1 @@
-"""Adapters: real autodiff systems as implementations under test. SPEC.md, "Adapters"."""
+"""Adapters: real autodiff systems as implementations under test. docs/adapters.md, "Adapters"."""

@@ -1,5 +1,5 @@
 """HIPS autograd as an implementation, on the adapter kit: `--impl=adapters.autograd_impl`.
-SPEC.md, "Adapters"; README.md, "Adapt your framework" shows this file.
+docs/adapters.md, "Adapters"; README.md, "Adapt your framework" shows this file.
 
 autograd differentiates numpy code written with `autograd.numpy`, function by function, so
 this is a functional framework: `grad_function(f, x)` is `autograd.grad(f)(x)`, and the kit

@@ -1,4 +1,4 @@
-"""Dr.Jit as an implementation: `--impl=adapters.drjit_impl`. SPEC.md, "Adapters".
+"""Dr.Jit as an implementation: `--impl=adapters.drjit_impl`. docs/adapters.md, "Adapters".
 
 Dr.Jit's LLVM backend (`drjit.llvm.ad`): flat arrays traced and compiled by LLVM, so a flat
 system on the adapter kit (adapters/kit.py), which lowers the IR's shapes onto its

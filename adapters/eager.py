@@ -1,5 +1,5 @@
 """An eager interpreter of the IR over another system's tensors: what the adapters share.
-SPEC.md, "Adapters".
+docs/adapters.md, "Adapters".
 
 An adapter is a `Backend`, one op table and one `grad`. This module runs the program with the
 backend, statement by statement, as code written for that system would. Every number and

@@ -1,4 +1,4 @@
-"""JAX as an implementation: `--impl=adapters.jax_impl`. SPEC.md, "Adapters".
+"""JAX as an implementation: `--impl=adapters.jax_impl`. docs/adapters.md, "Adapters".
 
 CPU, float32: JAX's defaults here (x64 off; no accelerator on these machines), on the adapter
 kit (adapters/kit.py). JAX differentiates functions, not values, so this is a functional

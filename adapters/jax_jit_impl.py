@@ -1,4 +1,4 @@
-"""JAX under `jax.jit` as an implementation: `--impl=adapters.jax_jit_impl`. SPEC.md,
+"""JAX under `jax.jit` as an implementation: `--impl=adapters.jax_jit_impl`. docs/adapters.md,
 "Adapters".
 
 The JAX adapter (adapters/jax_impl.py) with the whole run compiled by `jax.jit`: the program,

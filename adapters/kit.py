@@ -1,4 +1,4 @@
-"""The adapter kit: run the suite against your own autodiff system. SPEC.md, "Adapters";
+"""The adapter kit: run the suite against your own autodiff system. docs/adapters.md, "Adapters";
 README.md, "Adapt your framework".
 
 You give what your system has: its values to and from numpy, one function per IR op (the

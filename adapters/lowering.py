@@ -1,5 +1,5 @@
 """The IR's shapes lowered onto flat arrays, for a system that has no tensors: only
-elementwise ops and a gather. SPEC.md, "Adapters"; the kit's docstring.
+elementwise ops and a gather. docs/adapters.md, "Adapters"; the kit's docstring.
 
 The index maps of expand, reduce, reshape, loads and stores are written here once, as numpy
 arrays of flat indices, row-major as the IR lays out its values. The system is handed them as

@@ -1,4 +1,4 @@
-"""micrograd as an implementation: `--impl=adapters.micrograd_impl`. SPEC.md, "Adapters".
+"""micrograd as an implementation: `--impl=adapters.micrograd_impl`. docs/adapters.md, "Adapters".
 
 micrograd (Karpathy's, from PyPI) is the tape-style engine of the lesson: scalar `Value`s
 with add, mul, pow and relu, in Python floats (binary64), with `backward()` from one scalar.

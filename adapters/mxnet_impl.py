@@ -1,4 +1,4 @@
-"""MXNet 1.9.1 as an implementation, served from its own venv (SPEC.md, "Adapters"):
+"""MXNet 1.9.1 as an implementation, served from its own venv (docs/adapters.md, "Adapters"):
 `--impl="cmd:.venv-mxnet/bin/python -m gradient_conformance serve adapters.mxnet_impl"`.
 
 The `mxnet.np` interface with `npx.set_np()`, float32 on the CPU, eager (imperative)

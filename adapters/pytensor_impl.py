@@ -1,4 +1,4 @@
-"""PyTensor as an implementation: `--impl=adapters.pytensor_impl`. SPEC.md, "Adapters".
+"""PyTensor as an implementation: `--impl=adapters.pytensor_impl`. docs/adapters.md, "Adapters".
 
 PyTensor (3.0.7, the last for Python 3.11) builds a symbolic graph, differentiates it as
 graph with `pytensor.grad` while the graph is built, like the IR's `gradient`, then rewrites

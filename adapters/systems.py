@@ -1,6 +1,6 @@
 """The systems the project can run, as `gradient-conformance matrix --systems` runs them:
 the adapters in this folder, each with the package it needs, and the two served from an
-environment of their own. SPEC.md, "Adapters" and "The conformance table".
+environment of their own. docs/adapters.md, "Adapters"; docs/reports.md, "The conformance table".
 
 Data only: nothing here imports a system, so the matrix can ask which are installed.
 """

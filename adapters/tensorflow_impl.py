@@ -1,4 +1,4 @@
-"""TensorFlow as an implementation: `--impl=adapters.tensorflow_impl`. SPEC.md, "Adapters".
+"""TensorFlow as an implementation: `--impl=adapters.tensorflow_impl`. docs/adapters.md, "Adapters".
 
 Eager mode, float32 on the CPU, on the adapter kit (adapters/kit.py). The whole run happens
 inside one persistent `tf.GradientTape`, which watches every f32 input, as a user's training

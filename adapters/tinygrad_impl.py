@@ -1,4 +1,4 @@
-"""tinygrad as an implementation: `--impl=adapters.tinygrad_impl`. SPEC.md, "Adapters".
+"""tinygrad as an implementation: `--impl=adapters.tinygrad_impl`. docs/adapters.md, "Adapters".
 
 tinygrad's UOp graph is the closest relative of this IR, so each IR op maps to one UOp
 through `Tensor.alu` (CDIV and CMOD are C's idiv and mod), and reduce, expand, reshape, cast,

@@ -1,5 +1,5 @@
 """PyTorch under `torch.compile` as an implementation: `--impl=adapters.torch_compile_impl`.
-SPEC.md, "Adapters".
+docs/adapters.md, "Adapters".
 
 The PyTorch adapter (adapters/torch_impl.py) with the whole run compiled by `torch.compile`
 (TorchDynamo capturing it, Inductor generating C++ for the CPU): beside eager PyTorch in the

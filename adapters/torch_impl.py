@@ -1,4 +1,4 @@
-"""PyTorch as an implementation: `--impl=adapters.torch_impl`. SPEC.md, "Adapters".
+"""PyTorch as an implementation: `--impl=adapters.torch_impl`. docs/adapters.md, "Adapters".
 
 float32 on the CPU, on the adapter kit (adapters/kit.py). Each IR op is the torch op a user
 would write. `gradient` is `torch.autograd.grad(y, x, create_graph=True)`, so that gradients

@@ -1,4 +1,4 @@
-"""NVIDIA Warp as an implementation: `--impl=adapters.warp_impl`. SPEC.md, "Adapters".
+"""NVIDIA Warp as an implementation: `--impl=adapters.warp_impl`. docs/adapters.md, "Adapters".
 
 Warp, on the CPU, has arrays and compiled kernels, no tensor ops: this is a flat system on
 the adapter kit (adapters/kit.py), which lowers the IR's shapes onto one kernel per IR op and

@@ -1,5 +1,5 @@
 """`python -m benchmarks.cluster_rate`: cases per second of `fuzz --scheduler` with one Dask
-worker and with two, on this machine's loopback. SPEC.md, "Fuzzing on a cluster".
+worker and with two, on this machine's loopback. docs/fuzzing.md, "Fuzzing on a cluster".
 
 For each count it starts a real scheduler and that many single-threaded workers (`dask
 scheduler`, `dask worker`, as Dask documents them), fuzzes the implementation (the fast one

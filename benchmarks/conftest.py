@@ -1,5 +1,5 @@
 """`pytest benchmarks --impl=A --impl=B ...`: build and run times of fixed workloads, per
-implementation, the reference always among them. SPEC.md, "Benchmarks".
+implementation, the reference always among them. docs/benchmarks.md, "Benchmarks".
 
 The implementations come from the conformance plugin's `--impl` (repeatable here). Each
 workload's inputs are fixed (seeded), so every implementation runs the same thing.

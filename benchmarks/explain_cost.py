@@ -1,4 +1,5 @@
-"""`python -m benchmarks.explain_cost`: what explaining divergences adds to a run. SPEC.md,
+"""`python -m benchmarks.explain_cost`: what explaining divergences adds to a run.
+docs/diagnosis.md,
 "Diagnosis".
 
 The ci profile against faulty implementations (the seeded faults by default), one after the

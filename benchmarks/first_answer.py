@@ -1,5 +1,5 @@
 """`python -m benchmarks.first_answer`: how soon a student sees an answer, and how small it is.
-SPEC.md, "Benchmarks".
+docs/benchmarks.md, "Benchmarks".
 
 Three figures, each from runs of the installed command in processes of their own, from a
 scratch folder:

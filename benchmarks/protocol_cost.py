@@ -1,5 +1,5 @@
 """`python -m benchmarks.protocol_cost`: what one case costs through each transport.
-SPEC.md, "Isolation" and "The protocol".
+docs/isolation.md, "Isolation"; SPEC.md, "The protocol".
 
 Every case file of cases/ (a build and a run each) is sent to one implementation (the fast
 one by default) in process, in a worker process (binary frames), and served over the
@@ -10,7 +10,8 @@ ways: unconfined (as it was before SPEC.md's confinement), with its limits and s
 environment only, and in the bubblewrap sandbox (where bubblewrap works); each confined one
 with its cost over the unconfined, whose target is at most 10 %.
 
-Then what a hang costs (SPEC.md, "Isolation"): implementations whose build loops in Python,
+Then what a hang costs (docs/isolation.md, "Isolation"): implementations whose build loops in
+Python,
 or whose run loops in C without looking at signals, in a worker and served, with a case
 timeout of `--hang-timeout` seconds. It prints the time from the call to its timeout
 outcome, and from there to the next case's answer (the restart), each as a multiple of the

@@ -1,5 +1,5 @@
 """`python -m benchmarks.shrink_sizes`: how small the counterexamples that Hypothesis shrinks
-to are. SPEC.md, "Benchmarks" and "Generators".
+to are. docs/benchmarks.md, "Benchmarks"; docs/generators.md, "Generators".
 
 A report is worth what its program is: the fewer statements, the sooner a reader sees the
 bug. For each of two seeded faults whose divergence shows only in some programs (recip's

@@ -1,4 +1,5 @@
-"""`python -m benchmarks.suite_modes`: what isolation and xdist cost. SPEC.md, "Isolation".
+"""`python -m benchmarks.suite_modes`: what isolation and xdist cost.
+docs/isolation.md, "Isolation".
 
 The ci profile against one implementation (the fast one by default), run in turn:
 - in process (`--in-process`, unprotected: the old way, the baseline);

@@ -1,5 +1,5 @@
 """Build and run, measured apart, for every workload and implementation, grouped by workload
-so that pytest-benchmark's table compares the implementations (SPEC.md, "Benchmarks")."""
+so that pytest-benchmark's table compares the implementations (docs/benchmarks.md, "Benchmarks")."""
 
 from __future__ import annotations
 

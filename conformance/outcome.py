@@ -1,5 +1,5 @@
 """What one case did (`Outcome`), and the one comparison of what was expected with what came
-back (`compare`). SPEC.md, "Statuses" and "The conformance suite".
+back (`compare`). SPEC.md, "Statuses"; docs/suite.md, "The conformance suite".
 
 Every place that asks whether two outcomes agree asks `compare`: the checks, the divergence
 records, diagnosis (is a variant's outcome the implementation's?), the tape checks and

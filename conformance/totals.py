@@ -1,4 +1,5 @@
-"""A run's totals, from its checks' records: what the reports are made of. SPEC.md, "Reports".
+"""A run's totals, from its checks' records: what the reports are made of.
+docs/reports.md, "Reports".
 
 Each check that runs yields one record (a JSON dict, so that it can ride on a pytest report
 from an xdist worker, or come back from a fuzzing process): its name, its outcome, the cases
@@ -32,7 +33,7 @@ class Totals:
         self.divergences: list[Divergence] = []
         self.known: dict[str, int] = {}  # a --known entry -> the checks that found it again
         # What had to be ended of the implementation: [processes left behind, restarts for
-        # memory] (SPEC.md, "Isolation").
+        # memory] (docs/isolation.md, "Isolation").
         self.ended = [0, 0]
 
     def take(self, record: dict) -> list[Divergence]:
@@ -107,7 +108,8 @@ def condition_counts(value) -> dict[str, int]:
 
 
 def coverage(per_check: dict[str, dict[str, int]], generated=frozenset()) -> dict:
-    """How much of the model of conditions a run took (SPEC.md, "Conditions"): the model's
+    """How much of the model of conditions a run took (docs/generators.md, "Conditions"): the
+    model's
     size, how many conditions some check took, and those none did, in the model's order;
     and how many the `generated` checks (those Hypothesis drives) took alone, named."""
     from gradient_conformance.reference.conditions import CONDITIONS

@@ -1,7 +1,7 @@
 """The strategies' bounds, one dataclass, checked as Hypothesis checks its own arguments: a
 bad value raises InvalidArgument naming the argument, when the strategy is made, so that
 `programs(min_steps=5, max_steps=2)` is an error and never a quiet draw of something else.
-SPEC.md, "Generators".
+docs/generators.md, "Generators".
 """
 
 from __future__ import annotations

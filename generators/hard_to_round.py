@@ -8,7 +8,7 @@ result lies within 2^-18 ulps of a midpoint are kept, and each one's exact dista
 measured with MPFR at 200 bits (tests/test_rounding.py measures them again). Binary64
 carries 29 bits more than f32, so it resolves about 2^-29 = 1.9e-9 ulps: on the machine the
 table was made on, numpy's binary64 exp2 and sin, rounded to f32, are wrong on two inputs
-each (marked), and log2 on none of these. SPEC.md, "Generators".
+each (marked), and log2 on none of these. docs/generators.md, "Generators".
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Gradients whose bits depend on the order shares arrive in: `order_sensitive_gradients`,
-and the walk's order as the spec defines it. SPEC.md, "Generators" and "The walk".
+and the walk's order as the spec defines it. docs/generators.md, "Generators"; SPEC.md, "The walk".
 """
 
 from __future__ import annotations

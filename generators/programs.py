@@ -1,5 +1,5 @@
 """Whole valid programs: `programs`, `exact_programs` and `differentiable_programs`, each
-drawing a `Case` written step by step (steps.py). SPEC.md, "Generators".
+drawing a `Case` written step by step (steps.py). docs/generators.md, "Generators".
 
 Every strategy takes keyword-only bounds (bounds.py, validated as Hypothesis validates its
 own), and says in its docstring what it shrinks towards.

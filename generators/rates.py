@@ -1,7 +1,7 @@
 """How fast each strategy draws, beside Hypothesis's own rate for a trivial strategy in the
 same process and run: the measure of a strategy's cost that does not depend on how loaded
 the machine is. `gradient-conformance mutants` and `benchmarks/suite_speed.py` print it.
-SPEC.md, "Benchmarks"."""
+docs/benchmarks.md, "Benchmarks"."""
 
 from __future__ import annotations
 

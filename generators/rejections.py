@@ -1,5 +1,5 @@
 """Invalid gradients, one per rejection rule, and near misses that must be accepted:
-`invalid_gradients` and `near_misses`. SPEC.md, "Generators" and "When gradient is
+`invalid_gradients` and `near_misses`. docs/generators.md, "Generators" and "When gradient is
 rejected".
 """
 

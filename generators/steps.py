@@ -1,5 +1,6 @@
 """The steps a program is written in: each writes one or a few statements through the
-Writer, and its menus of ops derive from the op table (reference/ops.py). SPEC.md, "Generators".
+Writer, and its menus of ops derive from the op table (reference/ops.py).
+docs/generators.md, "Generators".
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ I32_LITERALS = ("1", "2", "0", "-1", "7", "31")
 # Base shapes, simplest first; the last two have a middle axis of size 1 and, at rank 4, one of
 # size > 1 between others, so that reduces and expands meet every kind of axis.
 SHAPES = ((), (3,), (2, 3), (2, 1, 2), (2, 3, 1, 2))
-# Swarm testing (SPEC.md, "Generators"): each program turns some of these on, so that a
+# Swarm testing (docs/generators.md, "Generators"): each program turns some of these on, so that a
 # condition none of the others crowds out comes up in whole programs of it. Off is what each
 # shrinks towards.
 SWARM = ("literal operands", "same operand", "respelled")

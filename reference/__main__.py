@@ -1,4 +1,4 @@
-"""The reference on the command line. SPEC.md, "The command line".
+"""The reference on the command line. docs/commands.md, "The command line".
 
     python -m reference run PROGRAM.ir [--in 0=1,2,3] [--bits] [--trace]
     python -m reference expand PROGRAM.ir [--trace]

@@ -1,4 +1,5 @@
-"""Case files: `.ir` programs with their expected behaviour in `#:` lines. SPEC.md, "Case files".
+"""Case files: `.ir` programs with their expected behaviour in `#:` lines. docs/suite.md, "Case
+files".
 
     #: in 0 = -2.0 -1.0 0x3f800000      initial contents of slot 0, row-major (else zeros)
     #: out 1 = 10.0 1.0                 slot 1 after the run, bit for bit (NaN matches NaN)

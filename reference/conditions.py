@@ -1,5 +1,5 @@
 """The spec's conditions: for each op and rule, the circumstances that take another path of
-the spec. SPEC.md, "Conditions".
+the spec. docs/generators.md, "Conditions".
 
 An op is not reached by being used once. `max` is three paths (a larger side, a tie, a NaN)
 and a fourth for the signed zeros, and each again with a literal operand or the same operand

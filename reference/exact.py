@@ -31,7 +31,8 @@ from fractions import Fraction
 import numpy as np
 from mpmath.ctx_mp import MPContext
 
-# An implementation's process is started with ROUNDING=rational (SPEC.md, "Isolation"): gmpy2
+# An implementation's process is started with ROUNDING=rational (docs/isolation.md, "Isolation"):
+# gmpy2
 # loads GMP, whose handlers turn a system's integer-division trap (SIGFPE) into an abort
 # saying "gmp: overflow in mpz type", so a parse there must not load it.
 ROUNDING = "GRADIENT_CONFORMANCE_ROUNDING"

@@ -1,6 +1,6 @@
 """Printing a built program: with every gradient replaced by its nodes, and the walk's trace.
 
-SPEC.md, "The command line". The expanded text is itself a program: building it gives the
+docs/commands.md, "The command line". The expanded text is itself a program: building it gives the
 same values bit for bit (tests/test_printer.py checks that).
 """
 

@@ -1,6 +1,6 @@
 """The same programs read over the reals, and over dual numbers: the oracle's cross-checks.
 
-SPEC.md, "How the oracle is checked". `Real` evaluates every f32 op as the real function at a
+docs/oracle.md, "How the oracle is checked". `Real` evaluates every f32 op as the real function at a
 high precision (mpmath, in a private context: no global state), reading the f32 constants of
 the rules, 0.6931472 and 1.5707964, as ln 2 and pi/2. `Dual` does the same with a tangent
 beside each value: forward mode. Both plug into interp.Interpreter in place of the exact f32

@@ -1,5 +1,5 @@
 """The HTML report: one self-contained page (no script, no network at view time) from a
-`Report`. SPEC.md, "Reports".
+`Report`. docs/reports.md, "Reports".
 
 `render(report)` is a pure function. Jinja2 escapes every value it prints (autoescape), and
 that matters: error messages, stderr and even program text come from the implementation under
@@ -44,7 +44,7 @@ def render(report: Report) -> str:
 
 
 def coverage_view(report: Report) -> dict | None:
-    """The report's conditions (SPEC.md, "Conditions"), as the page shows them, from data
+    """The report's conditions (docs/generators.md, "Conditions"), as the page shows them, from data
     that may have been read back from a file: None unless the figures are whole numbers
     that fit together; names and descriptions only where they are strings."""
     cov = report.coverage if isinstance(report.coverage, dict) else {}
@@ -85,7 +85,7 @@ def implicated(d: Divergence) -> set[str]:
 
 
 def op_view(report: Report) -> dict:
-    """The report's op table (SPEC.md, "Reports"): the ops an explanation implicates, each
+    """The report's op table (docs/reports.md, "Reports"): the ops an explanation implicates, each
     check's divergences over its cases with their ratio (which shades the cell); what the
     explanations point at instead, when no op is; and the tape checks apart."""
     programs = [(d, implicated(d)) for d in report.divergences if not is_tape(d)]

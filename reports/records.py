@@ -1,5 +1,5 @@
 """A conformance run as plain data: the records the HTML and JSON reports are made from.
-SPEC.md, "Reports".
+docs/reports.md, "Reports".
 
 Nothing here runs an implementation or the reference: the suite (conformance/divergence.py
 and totals.py) fills these records, and the renderers (reports/html.py, `to_json`) are pure
@@ -110,7 +110,8 @@ class Report:
     cases: dict[str, int] = field(default_factory=dict)  # check -> the cases it ran
     skips: dict[str, list[str]] = field(default_factory=dict)  # check -> its skip reasons
     ops: dict[str, dict[str, list[int]]] = field(default_factory=dict)
-    # check -> condition -> cases that took it (reference/conditions.py; SPEC.md, "Conditions")
+    # check -> condition -> cases that took it (reference/conditions.py;
+    # docs/generators.md, "Conditions")
     conditions: dict[str, dict[str, int]] = field(default_factory=dict)
     # The model's size and how much of it the checks took, and the generated checks alone:
     # {"model": N, "reached": N, "unreached": [names], "says": {name: what it is},
@@ -127,7 +128,7 @@ class Report:
     changes: dict = field(default_factory=dict)
     # Not empty when the run was cut short: what happened, and what did not run.
     interrupted: str = ""
-    # What held the implementation in (SPEC.md, "Isolation"), and what it had to end.
+    # What held the implementation in (docs/isolation.md, "Isolation"), and what it had to end.
     confinement: str = ""
     schema: str = SCHEMA
 

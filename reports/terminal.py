@@ -1,5 +1,5 @@
 """What the terminal shows of a run: a divergence as a failed check's text, and the lines of
-the run's figures. SPEC.md, "Reports". Pure functions of the records, as html.py is."""
+the run's figures. docs/reports.md, "Reports". Pure functions of the records, as html.py is."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The adapters of issue 6: each real system runs the worked examples through its own
 autodiff, makes its own rejections, and the suite finds its known differences from the spec.
-A system that is not installed skips, with the reason. SPEC.md, "Adapters"."""
+A system that is not installed skips, with the reason. docs/adapters.md, "Adapters"."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The public strategies check their arguments as Hypothesis checks its own: a bad bound is
-InvalidArgument naming the argument, raised when the strategy is made (SPEC.md,
+InvalidArgument naming the argument, raised when the strategy is made (docs/generators.md,
 "Generators"). Each case here drew something other than what was asked before."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """What an implementation may declare of itself beyond ops and ulps: ops by dtype, integer
 division that traps, gradients in float64, the environment it needs; and that the suite's
-own libraries stay out of its process. SPEC.md, "The protocol" and "Isolation".
+own libraries stay out of its process. SPEC.md, "The protocol"; docs/isolation.md, "Isolation".
 """
 
 from __future__ import annotations

@@ -141,7 +141,7 @@ def test_the_checks_command_lists_every_check_with_what_it_checks():
 
 
 def test_workers_are_chosen_for_the_machine_or_the_count_is_questioned():
-    """SPEC.md, "The conformance suite": `-n auto` becomes a count that fits the
+    """docs/suite.md, "The conformance suite": `-n auto` becomes a count that fits the
     cores (two busy processes per worker, one with --in-process), or no workers; a count
     that cannot fit is run as asked, with a note saying why it will not help."""
     from gradient_conformance.conformance.commands.suite import parallelism

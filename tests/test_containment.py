@@ -1,5 +1,6 @@
 """The implementation contained: its memory, its processes, its files and environment, and
-everything read back from it or from disk. SPEC.md, "Isolation" and "Fuzzing".
+everything read back from it or from disk. docs/isolation.md, "Isolation";
+docs/fuzzing.md, "Fuzzing".
 
 Each test runs a hostile implementation (tests/hostile/) or reads a hostile file that got
 through before these limits, and looks at what it could do.

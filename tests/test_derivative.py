@@ -1,4 +1,4 @@
-"""The rules are the derivative. SPEC.md, "How the oracle is checked".
+"""The rules are the derivative. docs/oracle.md, "How the oracle is checked".
 
 The expanded gradient program is read over the reals (every op the real function, at 80
 digits; the f32 constants 0.6931472 and 1.5707964 read as ln 2 and pi/2) and must agree with

@@ -1,5 +1,5 @@
 """Every worked example passes against the reference: the shared ones (../shared/spec/examples)
-and the project's own case files (cases/). SPEC.md, "Case files"."""
+and the project's own case files (cases/). docs/suite.md, "Case files"."""
 
 from __future__ import annotations
 

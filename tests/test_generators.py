@@ -99,7 +99,7 @@ store %o %g
 def test_a_comparison_of_a_value_with_itself_is_no_kink():
     """reduce max's rule compares each element with the max it picked: at the argmax that is
     the same number, which stays so nearby, so no kink; the kinks are where two elements tie
-    (SPEC.md, "How the oracle is checked"). The count of maxima is 1 there, which recip
+    (docs/oracle.md, "How the oracle is checked"). The count of maxima is 1 there, which recip
     measures as 1 from its pole."""
     assert _distance(REDUCE_MAX.format(op="max"), [1.5, 0.25, -1.0]) == 1.0
     assert _distance(REDUCE_MAX.format(op="max"), [1.5, 1.4995, -1.0]) < 1e-3

@@ -1,5 +1,5 @@
 """The package as a user installs it: a wheel, in a fresh venv outside the checkout, used
-from a project of their own that has packages named `reports` and `reference`. SPEC.md,
+from a project of their own that has packages named `reports` and `reference`. docs/commands.md,
 "Installing".
 
 Slow (a venv and its dependencies, from the package index or pip's cache), and worth it:
@@ -96,6 +96,7 @@ def test_the_wheel_carries_the_case_files_and_one_top_level_name(wheel, figures)
     in_tree = [p for p in CASES.rglob("*") if p.suffix in (".ir", ".json")]
     assert len(shipped) == len(in_tree)
     for needed in ("gradient_conformance/SPEC.md", "gradient_conformance/VECTORS.md",
+                   "gradient_conformance/docs/isolation.md",
                    "gradient_conformance/reports/templates/report.html.j2",
                    "gradient_conformance/cases/examples/lesson_cubic.ir"):
         assert needed in names
@@ -136,7 +137,11 @@ def test_a_seeded_fault_fails_with_the_replay_command(installed):
 def test_the_installed_spec_can_be_read(installed):
     bin_, project = installed
     code, output = _run([str(bin_ / "gradient-conformance"), "spec", "Isolation"], cwd=project)
-    assert code == 0 and output.startswith("## Isolation") and "Deadlines" in output, output
+    assert code == 0 and output.startswith("(docs/isolation.md)\n## Isolation") and \
+        "Deadlines" in output, output
+    code, output = _run([str(bin_ / "gradient-conformance"), "spec", "Hash consing"],
+                        cwd=project)
+    assert code == 0 and output.startswith("(SPEC.md)\n## Hash consing"), output
 
 
 def test_xdist_gives_the_same_divergences_as_one_process(installed, figures):

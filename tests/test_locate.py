@@ -1,5 +1,6 @@
 """Location: the statement where an implementation departs, found by probes through the same
-protocol. SPEC.md, "Diagnosis" (Location). The implementations here are variants of the spec
+protocol. docs/diagnosis.md, "Diagnosis" (Location). The implementations here are variants of the
+spec
 (their departure known by construction) and a few hostile ones."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Every variant of the catalogue, run as an implementation, is located where it departs, or
-the location says plainly that it cannot tell (SPEC.md, "Diagnosis", Location): over every
+the location says plainly that it cannot tell (docs/diagnosis.md, "Diagnosis", Location): over every
 case file on which the variant diverges, with the variant as diagnosis names it. A statement
 named must be one the variant's change can make depart: its fold for a fold, a statement of
 the rule's op for a rule form, the blocked edge for an edge let through, a statement of an

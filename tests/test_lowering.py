@@ -1,6 +1,6 @@
 """The kit's lowering onto flat arrays (adapters/lowering.py), on a kernel-style system written
 for the test (tests/impls/flat_kernels.py: flat numpy arrays, elementwise ops and a gather,
-HIPS autograd's derivatives). SPEC.md, "Adapters".
+HIPS autograd's derivatives). docs/adapters.md, "Adapters".
 
 The same arithmetic as the autograd adapter, on tensors there and lowered here, must give the
 same bits wherever autograd's tensor ops are not themselves the difference; and the system

@@ -1,4 +1,4 @@
-"""The program reducer (SPEC.md, "Reduction"): the fewest statements that still show a
+"""The program reducer (docs/diagnosis.md, "Reduction"): the fewest statements that still show a
 divergence, with its signature kept and its comparison the check's."""
 
 from __future__ import annotations

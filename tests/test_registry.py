@@ -1,5 +1,5 @@
 """A generated check is one file: the suite, `fuzz` and `mutants` find it as pytest collects
-it, with no list to add it to (SPEC.md, "The conformance suite"). The check here is written
+it, with no list to add it to (docs/suite.md, "The conformance suite"). The check here is written
 as a user (or a contributor, in conformance/checks/) would write one, and given on the
 command line beside the installed checks."""
 

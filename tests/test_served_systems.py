@@ -1,7 +1,7 @@
 """Two systems in processes of their own, through the JSON-lines protocol (issue 15): MXNet
 1.9.1 from its own venv (numpy 1.23.5), served by `gradient-conformance serve`, and
 TensorFlow.js 4.22 in Node, a server written in JavaScript on the Node kit. Each skips,
-saying why, only where its environment is not installed (make mxnet, make tfjs). SPEC.md,
+saying why, only where its environment is not installed (make mxnet, make tfjs). docs/adapters.md,
 "Adapters"."""
 
 from __future__ import annotations
@@ -97,7 +97,7 @@ def test_the_suite_runs_each_and_diagnoses_what_it_finds(name):
 
 def test_mxnet_s_venv_holds_only_what_the_served_side_needs():
     """The served side runs under numpy 1.23.5 with none of the suite's dependencies but
-    mpmath (SPEC.md, "Adapters"): the server, the adapter and the reference's parser."""
+    mpmath (docs/adapters.md, "Adapters"): the server, the adapter and the reference's parser."""
     import subprocess
     served("mxnet")
     probe = ("import importlib.util, numpy; print(numpy.__version__, [m for m in "

@@ -1,5 +1,5 @@
 """`gradient-conformance checks`: the suite's checks, a line each, to pick from with `-k`.
-SPEC.md, "The conformance suite".
+docs/suite.md, "The conformance suite".
 
 Read from the checks' source (their names and the first line of their docstrings), not by
 importing them, so that it answers at once and says nothing the checks do not say.

@@ -1,5 +1,5 @@
 """`python -m conformance replay CASE --impl=X`: rerun one saved case and print the
-comparison. SPEC.md, "Replay".
+comparison. docs/commands.md, "Replay".
 
 The expectation is the case file's own (`#: out`, `#: error`, `#: run-error`): a saved
 divergence replays without the reference, and so does an exported vector.

@@ -1,5 +1,5 @@
 """Diagnosis: what an implementation did instead of the spec, when a variant of the spec
-(variants.py) did exactly the same. SPEC.md, "Diagnosis".
+(variants.py) did exactly the same. docs/diagnosis.md, "Diagnosis".
 
 For a divergent case, the reference is run again with each variant that could matter (the
 case uses what the variant changes: variants.applies). A variant is named only if it

@@ -1,5 +1,5 @@
 """Where an implementation departs from the spec: the statement a divergence starts at.
-SPEC.md, "Diagnosis" (Location).
+docs/diagnosis.md, "Diagnosis" (Location).
 
 After a check has found (and Hypothesis has shrunk) a divergence of values, the suite asks the
 implementation more questions through the same protocol, on the same inputs:

@@ -1,5 +1,5 @@
 """The catalogue of variants: the spec with one choice made otherwise, as implementations
-make it. SPEC.md, "Diagnosis".
+make it. docs/diagnosis.md, "Diagnosis".
 
 Each `Variant` has a short name, one line in the spec's words of what it does instead, the
 SPEC.md section it departs from, and a `change`: a function from a Semantics

@@ -1,5 +1,5 @@
-"""How the suite calls an implementation it does not trust. SPEC.md, "The protocol",
-"Isolation" and "Statuses".
+"""How the suite calls an implementation it does not trust. SPEC.md, "The protocol" and "Statuses";
+docs/isolation.md, "Isolation".
 
 - loading.py: `load(spec)`, the `Implementation` the checks see, and its CAPABILITIES.
 - description.py: what a module says of itself (NAME, VERSION, CAPABILITIES, functions), one

@@ -1,5 +1,5 @@
 """What the implementation's process may reach: its memory, its files, its environment and
-its processes. SPEC.md, "Isolation".
+its processes. docs/isolation.md, "Isolation".
 
 A `Confinement` is set on every process the suite starts for an implementation (a Python
 worker or a `cmd:` program) before that process runs a line of the implementation's code:
@@ -96,7 +96,7 @@ _SANDBOX = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs"
 
 @dataclass(frozen=True)
 class Confinement:
-    """How the implementation's processes are confined (SPEC.md, "Isolation")."""
+    """How the implementation's processes are confined (docs/isolation.md, "Isolation")."""
 
     memory_limit: int
     sandbox: str = "auto"

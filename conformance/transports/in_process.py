@@ -1,4 +1,4 @@
-"""The unprotected transport: the module called in the suite's own process. SPEC.md,
+"""The unprotected transport: the module called in the suite's own process. docs/isolation.md,
 "Isolation"."""
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ Here are the codec (buffers and tape leaves as raw 32-bit patterns) and `serve`,
 loop `gradient-conformance serve MODULE` runs for any Python module. The client is in
 command.py. This module imports nothing of the suite but calling.py and description.py, so
 that a module can be served from a venv with none of the suite's dependencies but numpy (an
-old framework's own, as MXNet's: SPEC.md, "Adapters").
+old framework's own, as MXNet's: docs/adapters.md, "Adapters").
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The implementation under test, as the checks see it: `load(spec)` and the `Outcome` of
-each case. SPEC.md, "The protocol", "Isolation" and "Statuses".
+each case. SPEC.md, "The protocol" and "Statuses"; docs/isolation.md, "Isolation".
 
 `load` takes what `--impl` takes: `reference`, a module name, a path to a `.py` file, or
 `cmd:PROGRAM ARGS`. A Python module runs in a worker process of its own (`Worker`), restarted
@@ -59,7 +59,7 @@ RESTARTS_PER_CHECK = 10
 
 
 class Transport(Protocol):
-    """How the suite calls an implementation (SPEC.md, "Isolation"): `InProcess` (the
+    """How the suite calls an implementation (docs/isolation.md, "Isolation"): `InProcess` (the
     suite's own process), `Worker` (a Python module in a worker process) and `Command` (a
     cmd: program over JSON lines). Whatever the implementation does comes back as an
     Outcome; none of these raises for anything the implementation did."""
@@ -113,7 +113,7 @@ class Implementation:
         return ended if isinstance(ended, Ended) else Ended()
 
     def sweep(self) -> None:
-        """End what its process left running detached (SPEC.md, "Isolation")."""
+        """End what its process left running detached (docs/isolation.md, "Isolation")."""
         getattr(self.transport, "sweep", lambda: None)()
 
     def provides(self, function: str) -> bool:
@@ -244,7 +244,7 @@ def load(spec: str, *, timeout: float = DEFAULT_TIMEOUT, load_timeout: float = L
          confinement: Confinement | None = None) -> Implementation:
     """What --impl names, started and asked what it is; LoadFailed if it cannot be.
     `base`: the directory relative names and paths are looked up from (the current one).
-    `confinement`: how its process is held in (SPEC.md, "Isolation"); by default a safe
+    `confinement`: how its process is held in (docs/isolation.md, "Isolation"); by default a safe
     share of the machine's memory, and a sandbox where bubblewrap is installed."""
     base = str(pathlib.Path(base or os.getcwd()).resolve())
     if confinement is None:

@@ -1,5 +1,5 @@
 """The default transport: a Python module in a worker process of its own
-(worker_process.py is the far side). SPEC.md, "Isolation"."""
+(worker_process.py is the far side). docs/isolation.md, "Isolation"."""
 
 from __future__ import annotations
 
@@ -106,7 +106,7 @@ class Worker(Holding):
 
     def _after(self, reply: dict) -> None:
         """A worker that ran out of memory, or whose memory grew past the limit, is started
-        again for the next case rather than left holding it (SPEC.md, "Isolation")."""
+        again for the next case rather than left holding it (docs/isolation.md, "Isolation")."""
         assert self.child is not None  # it just replied
         self.child.sweep()
         ran_out = str(reply.get("message", "")).startswith("it ran out of memory")

@@ -1,5 +1,5 @@
 """The process a Python implementation runs in, apart from the suite: `python -m
-gradient_conformance.conformance.transports.worker_process`. SPEC.md, "Isolation".
+gradient_conformance.conformance.transports.worker_process`. docs/isolation.md, "Isolation".
 
 The suite (worker.py, `Worker`) starts it, says which module to load,
 and then sends one case at a time: build and run, or backprop. The oracle, Hypothesis and

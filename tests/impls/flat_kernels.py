@@ -2,7 +2,8 @@
 elementwise ops and a gather, and nothing else; HIPS autograd differentiates (a gather's
 derivative is its scatter-add).
 Every op checks that it is handed flat arrays of its result's size and gives the dtype it
-was told, so a lowering that leaks a shape or a wrong dtype fails here. SPEC.md, "Adapters".
+was told, so a lowering that leaks a shape or a wrong dtype fails here.
+docs/adapters.md, "Adapters".
 """
 
 from __future__ import annotations
