@@ -1,4 +1,4 @@
-"""The suite's own speed: `python -m benchmarks.suite_speed [--examples N]`. SPEC.md,
+"""The suite's own speed: `python -m benchmarks.suite_speed [--examples N]`. docs/benchmarks.md,
 "Benchmarks". It prints figures; it asserts nothing (these machines are shared and noisy).
 
 1. Cases checked per second, per check, against the reference and the fast implementation,
@@ -24,7 +24,7 @@ import numpy as np
 from benchmarks.workloads.make import chain
 from gradient_conformance import reference
 from gradient_conformance.conformance.commands.suite import suite_arguments
-from gradient_conformance.conformance.plugin import PROPERTY
+from gradient_conformance.conformance.options import PROPERTY
 from gradient_conformance.generators import (
     differentiable_programs,
     exact_programs,

@@ -1,6 +1,7 @@
-"""The conformance suite. SPEC.md, "The conformance suite"; README.md, "Layout", names its
+"""The conformance suite. docs/suite.md, "The conformance suite"; README.md, "Layout", names its
 rooms and what each may import: outcome.py (the one comparison), running.py (how a check
 runs a case), diagnosis/, transports/ (calling an implementation without trusting it),
-divergence.py (a divergence described once), totals.py, plugin.py, checks/ (the test modules
-only) and commands/.
+divergence.py (a divergence described once), reduce.py, explain.py, known.py, totals.py,
+failure.py (what follows a divergence, in order), the plugin (options.py, collection.py,
+session.py, and plugin.py, its hooks alone), checks/ (the test modules only) and commands/.
 """

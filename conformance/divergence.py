@@ -1,4 +1,4 @@
-"""A divergence record, built once from what the check found. SPEC.md, "Reports".
+"""A divergence record, built once from what the check found. docs/reports.md, "Reports".
 
 `describe` turns a check's `Finding` (conformance/running.py) into the report's `Divergence`:
 the elements that differ, the lines to highlight, the reference's trace and expanded program,
@@ -132,7 +132,7 @@ def _read_cone(finding: Finding, elements) -> tuple[Program | None, set[int], se
 
 def subject(finding: Finding) -> tuple[str, str]:
     """(what a finding is about, the kind of difference): its signature without the check,
-    by which a check tells a divergence it has found from another (plugin.py, a check's
+    by which a check tells a divergence it has found from another (failure.py, a check's
     second look), and the reducer one program's divergence from another's."""
     if finding.reading is None:
         return tuple(describe("", "", finding).signature[1:])  # type: ignore[return-value]

@@ -1,5 +1,5 @@
 """Explaining divergences: a stage of its own, after the check and before the commands that
-print. SPEC.md, "Diagnosis".
+print. docs/diagnosis.md, "Diagnosis".
 
 A check only records what it found (conformance/running.py, `Finding`), and `describe`
 (conformance/divergence.py) only builds the record. `Explainer.explain` then says what the
@@ -8,10 +8,10 @@ the check's own comparison), then location (the statement where it departs, prob
 the implementation, with the diagnosis's variants to decide between places). A program and a
 tape are the two kinds of case: `explain_finding` takes either.
 
-Each distinct signature is explained once for each test that finds it: a fuzzing run that
-finds the same divergence of the same check again says where its explanation is rather than
-pay for it again. The stage has a time budget for the
-run (BUDGET seconds): once spent, a divergence is recorded without explanation, saying so.
+Which divergences are explained, and within what time, is the failure stage's to decide
+(conformance/failure.py: one key for the same divergence, one budget for reducing and
+explaining); once the budget is spent, a divergence is recorded without explanation, saying
+so.
 
 `across` is the run's verdict: for each variant, how many of the run's divergences it
 explains, the one that explains the most first; `prefer` puts that variant first in each
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from dataclasses import dataclass
 
 from gradient_conformance.conformance.diagnosis.diagnose import (
     Diagnosis,
@@ -32,7 +33,24 @@ from gradient_conformance.conformance.diagnosis.locate import Location, locate, 
 from gradient_conformance.conformance.running import Finding
 from gradient_conformance.conformance.transports.loading import Abandoned
 
-BUDGET = 600.0  # seconds a run may spend explaining, in all
+BUDGET = 600.0  # seconds a run may spend reducing and explaining divergences, in all
+
+
+@dataclass
+class Budget:
+    """Seconds of the run for reducing and explaining divergences, and those spent: one
+    budget, which the failure stage (conformance/failure.py) shares between the two."""
+
+    seconds: float = BUDGET
+    spent: float = 0.0
+
+    @property
+    def left(self) -> float:
+        return max(self.seconds - self.spent, 0.0)
+
+    def deadline(self) -> float:
+        """The time.monotonic() at which what is left runs out."""
+        return time.monotonic() + self.left
 
 
 def explain_finding(finding: Finding, impl=None) -> tuple[Diagnosis, Location]:
@@ -65,43 +83,34 @@ def explain_finding(finding: Finding, impl=None) -> tuple[Diagnosis, Location]:
 
 
 class Explainer:
-    """The explanation stage of one run: what it explained ((signature, test id) -> the
-    summary of the divergence explained), and the time it has spent."""
+    """The explanation of divergences, within a budget of time (shared with the reducer,
+    when the failure stage gives one)."""
 
-    def __init__(self, budget: float = BUDGET):
-        self.budget = budget
-        self.spent = 0.0
-        self.explained: dict[tuple, str] = {}  # (signature, test id) -> its first summary
+    def __init__(self, budget: Budget | None = None):
+        self.budget = budget if budget is not None else Budget()
 
     def explain(self, d, finding: Finding, impl=None) -> None:
         """Fill in `d`'s diagnosis and location (a reports.records.Divergence), or say why
         they are not there."""
-        signature = (*d.signature, d.test_id)
-        if signature in self.explained:
-            self._without(d, f"not explained again: a divergence of the same signature, "
-                          f"found by {d.test_id} before ({self.explained[signature]}), "
-                          "was explained in this run")
-            return
-        if self.spent >= self.budget:
-            self._without(d, f"not explained: the run spent its {self.budget:.0f} s for "
-                          "explaining divergences")
+        if self.budget.left <= 0:
+            self.without(d, f"not explained: the run spent its {self.budget.seconds:.0f} s "
+                         "for reducing and explaining divergences")
             return
         started = time.monotonic()
         diagnosis, location = explain_finding(finding, impl)
-        self.spent += time.monotonic() - started
-        self.explained[signature] = d.summary[:80]
+        self.budget.spent += time.monotonic() - started
         d.diagnosis, d.diagnosis_line = diagnosis.to_dict(), diagnosis.line()
         d.location, d.location_line = location.to_dict(), location.text()
 
     @staticmethod
-    def _without(d, reason: str) -> None:
+    def without(d, reason: str) -> None:
         d.diagnosis, d.diagnosis_line = {"reason": reason}, f"diagnosis: none ({reason})"
         d.location, d.location_line = {"reason": reason}, f"location: none ({reason})"
 
 
 def across(divergences) -> list[tuple[str, int]]:
     """(variant, how many of the divergences it explains alone), most first, then by
-    name: the run's verdict (SPEC.md, "Diagnosis")."""
+    name: the run's verdict (docs/diagnosis.md, "Diagnosis")."""
     counts: Counter[str] = Counter()
     for d in divergences:
         for named in (d.diagnosis or {}).get("variants", []):

@@ -1,5 +1,5 @@
 """The program reducer: after Hypothesis's shrink, the fewest statements that still show the
-divergence. SPEC.md, "Reduction".
+divergence. docs/diagnosis.md, "Reduction".
 
 Hypothesis shrinks the choices a strategy made, so a program keeps whatever statements its
 drawing needed; a case file is as its author wrote it. The reducer works on the program
@@ -10,7 +10,9 @@ reference accepts it as it did the original (or rejects it by the same rule), th
 implementation is asked for it as the check asked (run, or only built), the two are compared
 as the check compared them (within the check's ulps, over what the implementation claims),
 and the divergence has the original's signature. It stops when no single candidate counts:
-then no statement can be removed (1-minimal), or when it has spent its runs, and says which.
+then no statement can be removed (1-minimal), or when it has spent its runs or the time the
+failure stage gave it (conformance/failure.py: one budget for reduction and explanation), and
+says which.
 
 Why not a library: picire and shrinkray reduce text by chunks (lines, bytes); removing a line
 that defines a value leaves its uses dangling, so nearly every candidate they try is a program
@@ -20,6 +22,7 @@ the reference rejects, and neither stands an operand in for a removed value.
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -46,13 +49,15 @@ class Reduction:
     minimal: bool = False
     reason: str = ""
     oracle_errors: list[str] = dataclasses.field(default_factory=list)
+    out_of_time: bool = False  # stopped by its deadline rather than its runs
 
     def line(self) -> str:
         """The reduction in one line, as the terminal and the report show it."""
         if self.reason:
             return f"reduced: no ({self.reason})"
         how = ("no statement of it can be removed with the divergence kept" if self.minimal
-               else f"not minimal: the reducer spent its {RUNS} runs")
+               else "not minimal: the run's time for reducing and explaining ran out"
+               if self.out_of_time else f"not minimal: the reducer spent its {RUNS} runs")
         bug = (f"; the reference failed on {len(self.oracle_errors)} smaller programs, a bug "
                f"of the suite's to report: {self.oracle_errors[0]}" if self.oracle_errors
                else "")
@@ -60,9 +65,11 @@ class Reduction:
                 f"{self.runs} runs of the implementation{bug})")
 
 
-def reduce_finding(finding: Finding, impl, *, runs: int = RUNS) -> Reduction:
+def reduce_finding(finding: Finding, impl, *, runs: int = RUNS,
+                   deadline: float | None = None) -> Reduction:
     """`finding`'s program reduced, keeping its divergence's signature (module docstring).
-    `impl`: the implementation as the check called it."""
+    `impl`: the implementation as the check called it; `deadline`: the time.monotonic() past
+    which it asks no more."""
     reading = finding.reading
     if reading is None:
         return Reduction(finding, reason="a tape: its entries are the case")
@@ -78,7 +85,7 @@ def reduce_finding(finding: Finding, impl, *, runs: int = RUNS) -> Reduction:
         return Reduction(finding, len(statements), len(statements),
                          reason="its check compares with the true derivative, which the "
                          "reducer does not repeat")
-    search = _Search(finding, impl, runs)
+    search = _Search(finding, impl, runs, deadline)
     try:
         start = search.shows(statements)
         if start is None:
@@ -89,17 +96,20 @@ def reduce_finding(finding: Finding, impl, *, runs: int = RUNS) -> Reduction:
     except Abandoned as stopped:
         return Reduction(finding, len(statements), len(statements), search.runs,
                          reason=f"the implementation stopped answering ({stopped})")
-    after = len(best.reading.statements or [])
+    after = len(best.reading.statements or []) if best.reading is not None else 0
     # Nothing removed: the program as the check found it, its text and lines as written.
     return Reduction(best if after < len(statements) else finding, len(statements), after,
-                     search.runs, minimal, oracle_errors=search.oracle_errors)
+                     search.runs, minimal, oracle_errors=search.oracle_errors,
+                     out_of_time=search.out_of_time)
 
 
 class _Search:
     """One reduction: the original finding, what it is about, and the runs spent."""
 
-    def __init__(self, finding: Finding, impl, runs: int):
+    def __init__(self, finding: Finding, impl, runs: int, deadline: float | None = None):
         self.finding, self.impl, self.budget, self.runs = finding, impl, runs, 0
+        self.deadline = deadline
+        self.out_of_time = False
         # What the reference raised other than an IRError on a smaller program: its bug,
         # which a reduction must not turn into the run's end, and must not keep quiet.
         self.oracle_errors: list[str] = []
@@ -126,6 +136,9 @@ class _Search:
                 for candidate in _candidates(current, k):
                     if self.runs >= self.budget:
                         return best, False
+                    if self.deadline is not None and time.monotonic() > self.deadline:
+                        self.out_of_time = True
+                        return best, False
                     found = self.shows(candidate)
                     if found is not None:
                         current, best, changed = candidate, found, True
@@ -138,7 +151,7 @@ class _Search:
         """The finding `statements` give, if it is the original's divergence; else None,
         with why in `why`."""
         finding = self.finding
-        reading = Reading(format_program(statements))
+        reading = Reading(format_program(statements), measure=False)
         if reading.error is not None or any(
                 finding.reading.slots.get(s) != kept for s, kept in reading.slots.items()):
             return self._not("it does not parse, or declares other slots")

@@ -1,4 +1,4 @@
-"""How a check runs a case. SPEC.md, "The conformance suite".
+"""How a check runs a case. docs/suite.md, "The conformance suite".
 
 - `Reading`: a case's program as the reference reads it, parsed once. Its outcome under the
   spec is the expected one; under a variant of the spec (diagnosis), it is built again from
@@ -54,10 +54,12 @@ class Reading:
     source that does not parse), built under the spec once and kept, and under any other
     semantics on demand. The oracle is trusted and called directly: only its IRErrors are
     answers; anything else it raises is a bug of the suite's, and ends the check as an
-    error rather than be blamed on the implementation."""
+    error rather than be blamed on the implementation. `measure`: whether its run under the
+    spec also measures the conditions it took; not for a re-run of a case already counted
+    (Hypothesis's shrink, the reducer), whose conditions nobody reads."""
 
-    def __init__(self, source: str, statements=()):
-        self.source = source
+    def __init__(self, source: str, statements=(), *, measure: bool = True):
+        self.source, self.measure = source, measure
         self.statements: list | None = list(statements) or None  # parsed already, if given
         self.error: IRError | None = None
         if self.statements is None:
@@ -133,7 +135,7 @@ class Reading:
             return Outcome("ok")
         # Under the spec, the run also measures the conditions the case took.
         reached = None
-        if semantics is SPEC:
+        if semantics is SPEC and self.measure:
             reached = conditions.Reached()
             reached.text(self.source, self.statements or [])
             reached.program(program)
@@ -247,17 +249,23 @@ class Tally:
         self.cases += 1
         self.ops.update(set(features) & FEATURES)
 
-    def reach(self, names) -> None:
+    @property
+    def measuring(self) -> bool:
+        """Whether a case counts now: not once the check has found its divergence, when
+        Hypothesis only shrinks it."""
+        return self.last is None
+
+    def reach(self, reading: Reading, buffers=None) -> None:
         """A case took these conditions (reference/conditions.py): each counted once a case
         (`case` begins one), and not while Hypothesis shrinks. Guided, the case is scored by
         how rarely this check took its conditions before, sum(1 / (1 + times taken)), and
         Hypothesis is told the score (`target`): its targeting phase mutates the cases of
         the highest scores, and with a database keeps them for later runs, so a long run
         goes after the conditions it rarely meets instead of redrawing the common ones
-        (SPEC.md, "Conditions")."""
+        (docs/generators.md, "Conditions")."""
         if self.last is not None:
             return
-        fresh = set(names)
+        fresh = set(reading.conditions(buffers))
         if self._scored != self.cases:  # the case's first look
             self._scored, self._seen = self.cases, set()
             if self.guided and self.generated:
@@ -334,10 +342,12 @@ def hash_consed_gradients(program: Program) -> list[Define]:
             and made_by_gradient(program, s.expansion.x) is not None]
 
 
-def run_both(impl, source: str, buffers, statements=()) -> tuple[Reading, Outcome, Outcome]:
+def run_both(impl, source: str, buffers, statements=(), *,
+             tally: Tally | None = None) -> tuple[Reading, Outcome, Outcome]:
     """The program read (from `statements`, when the case was drawn with them), the
-    reference's outcome on it, and the implementation's."""
-    reading = Reading(source, statements)
+    reference's outcome on it, and the implementation's. With the check's `tally`, the
+    conditions are measured only while it counts cases (not while Hypothesis shrinks)."""
+    reading = Reading(source, statements, measure=tally is None or tally.measuring)
     want = reading.outcome(buffers)
     trapping = traps(impl, reading, buffers)
     if trapping:
@@ -365,7 +375,7 @@ def verdict(tally: Tally, reading: Reading, buffers, want: Outcome, got: Outcome
             ulps: int = 0, description: str = "", context: str = "") -> None:
     """Raise Diverged unless the outcomes agree (compare, within `ulps`); `context` opens
     the summary."""
-    tally.reach(reading.conditions(buffers))
+    tally.reach(reading, buffers)
     difference = compare(want, got, ulps=ulps)
     if difference is not None:
         raise tally.diverged(Finding(f"{context}{difference}", want, got, difference,
@@ -375,7 +385,8 @@ def verdict(tally: Tally, reading: Reading, buffers, want: Outcome, got: Outcome
 def check_case(impl, tally: Tally, case, *, ulps: int = 0) -> None:
     """A generated case on both; Diverged if they differ (in what the implementation
     claims: `claimed`)."""
-    reading, want, got = run_both(impl, case.source, case.buffers, case.parsed)
+    reading, want, got = run_both(impl, case.source, case.buffers, case.parsed,
+                                   tally=tally)
     want, got, _ = claimed(impl, reading, want, got)
     verdict(tally, reading, case.buffers, want, got, ulps=ulps, description=case.description)
 
@@ -464,7 +475,8 @@ def truths(program: Program, buffers) -> tuple[dict[int, list], set[int]]:
 def _gradients_of_inputs(program):
     """(slot the gradient is stored in, loss node, input slot) for each top-level gradient
     whose x is a load of a whole input buffer, before any store to it."""
-    found, stored = [], {}
+    found: list[tuple] = []
+    stored: dict = {}
     for s in program.statements:
         if isinstance(s, Store) and s.index is None:
             stored.setdefault(s.value, s.buffer.attr("slot"))

@@ -1,9 +1,9 @@
-"""The suite's checks, one module per group (SPEC.md, "The conformance suite"). Only test
+"""The suite's checks, one module per group (docs/suite.md, "The conformance suite"). Only test
 modules live here, and nothing outside this folder imports them: the plugin, `fuzz` and
 `mutants` find them as pytest collects them. A check is a test that takes the `impl` fixture
 (and `tally`, what it measured); one decorated with Hypothesis's `given` is a generated check,
 which `fuzz` also runs. Adding a check is adding a function, or a file, here. A module's
-`RANK` says where its checks run (plugin.rank): case files first, then the cheaper and more
+`RANK` says where its checks run (collection.rank): case files first, then the cheaper and more
 telling checks.
 
 - test_forward.py: final slots bit for bit; exp2, log2, sin within the declared ulps; the

@@ -1,6 +1,6 @@
 """The case files the package ships (the project's own, and a copy of the shared worked
 examples) through the implementation: detach, higher order, hash consing, loops, calls and
-i32 semantics each have cases that fail without them. SPEC.md, "Case files".
+i32 semantics each have cases that fail without them. docs/suite.md, "Case files".
 
 Errors are matched by kind only: the wording is the reference's. Expected outputs are the
 reference's on the same initial contents, which the `#: out` lines agree with (the project's
@@ -54,7 +54,7 @@ def run_case_file(impl, tally, path):
     description = f"case file {case_id(path)}"
     if case.error is not None:
         want, got = Outcome("rejected", message=case.error), impl.build_only(case.source)
-        tally.reach(reading.conditions())
+        tally.reach(reading)
         difference = compare(want, got)
         if difference is not None:
             raise tally.diverged(running.Finding(

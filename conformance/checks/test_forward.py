@@ -49,7 +49,8 @@ def test_transcendental_within_declared_ulps(impl, tally, op, data):
         pytest.skip(f"{op} is unsupported")
     tally.case({op})
     buffers = {0: np.array(values, np.float32)}
-    reading, want, got = running.run_both(impl, running.single_op_source(op, len(values)), buffers)
+    reading, want, got = running.run_both(impl, running.single_op_source(op, len(values)),
+                                          buffers, tally=tally)
     running.verdict(tally, reading, buffers, want, got, ulps=impl.ulps(op),
             context=f"{op} (declared {impl.ulps(op)} ulps): ")
 

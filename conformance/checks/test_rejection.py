@@ -21,7 +21,7 @@ def test_invalid_gradients_are_rejected(impl, tally, data):
     running.supported(impl, case, tally)
     want, got = Outcome("rejected"), impl.build_only(case.source)
     reading = running.Reading(case.source, case.parsed)
-    tally.reach(reading.conditions())
+    tally.reach(reading)
     difference = compare(want, got)
     if difference is not None:
         raise tally.diverged(running.Finding(

@@ -1,5 +1,5 @@
 """`gradient-conformance coverage`: which of the spec's conditions a run of the suite took.
-SPEC.md, "Conditions".
+docs/generators.md, "Conditions".
 
 It runs the suite (against --impl, the reference by default: it claims every feature, so no
 check is skipped) under a profile, in a process of its own, and reads the conditions back
@@ -16,7 +16,7 @@ import sys
 import tempfile
 
 from gradient_conformance.conformance.commands.suite import in_subprocess
-from gradient_conformance.conformance.plugin import PROFILES
+from gradient_conformance.conformance.options import PROFILES
 
 
 def taken(report) -> dict[str, dict[str, int]]:

@@ -1,6 +1,6 @@
 """Where a fuzz run's cases run: the suite's own pytest session, its test loop replaced by a
 `FuzzLoop`, in K processes on this machine (`in_processes`) or as tasks on a Dask cluster
-(`on_cluster`). SPEC.md, "Fuzzing" and "Fuzzing on a cluster".
+(`on_cluster`). docs/fuzzing.md, "Fuzzing" and "Fuzzing on a cluster".
 
 Both hand every message of their sessions to `take` as it comes back, and call `tick` about
 once a second, so the driver (commands/fuzz.py) keeps the store, the progress line and the
@@ -22,7 +22,7 @@ from multiprocessing.connection import wait
 
 import pytest
 
-from gradient_conformance.conformance import plugin
+from gradient_conformance.conformance import collection, options, plugin
 from gradient_conformance.reports.records import loads
 
 # What a task may take beyond its seconds before it is stopped: starting the interpreter,
@@ -111,13 +111,13 @@ class FuzzLoop:
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, session, config, items):
-        generated = [i for i in items if plugin.is_check(i) and plugin.is_generated(i)]
-        names = sorted({plugin.check_name(i) for i in generated})
+        generated = [i for i in items if collection.is_check(i) and collection.is_generated(i)]
+        names = sorted({collection.check_name(i) for i in generated})
         self.send("checks", names)
-        items[:] = [i for i in generated if not self.checks or plugin.check_name(i) in
+        items[:] = [i for i in generated if not self.checks or collection.check_name(i) in
                     self.checks]
 
-    # The suite's own hooks (plugin.Hooks).
+    # The suite's own hooks (options.Hooks).
 
     def pytest_gradient_conformance_keep_cases(self):
         return False  # the driver keeps the store
@@ -148,8 +148,8 @@ class FuzzLoop:
         # Each check is given afresh from its inner test (the same database key as under
         # pytest): once with the database's replay, for the first batch, and once
         # generating only, for the rest.
-        batches = {item: [plugin.generated_with(item.obj, base),
-                          plugin.generated_with(item.obj, generating)]
+        batches = {item: [options.generated_with(item.obj, base),
+                          options.generated_with(item.obj, generating)]
                    for item in session.items}
         rounds = self.rounds
         while batches and self._going() and rounds != 0:
@@ -351,11 +351,13 @@ def _reachable(scheduler: str) -> None:
 
 
 def on_cluster(client, arguments: list[str], loop: dict, take, tick, *, task_seconds: float,
-               log) -> None:
+               log, tasks: int | None = None) -> None:
     """Run the sessions as tasks of at most `task_seconds` on the Dask cluster of `client`
-    (`connect`), as many at once as its workers have threads, until the run's deadline; each
-    task's messages go to `take` when it ends. A worker lost mid-task loses only that task's
-    messages: Dask runs the task again elsewhere. Closes the client."""
+    (`connect`), as many at once as its workers have threads, until the run's deadline, or
+    (`tasks`) until that many tasks have ended: a run sized in cases, each task running the
+    loop's rounds. Each task's messages go to `take` when it ends. A worker lost mid-task
+    loses only that task's messages: Dask runs the task again elsewhere. Closes the
+    client."""
     deadline = loop["deadline"]
     pending: dict = {}
     number = 0
@@ -364,7 +366,8 @@ def on_cluster(client, arguments: list[str], loop: dict, take, tick, *, task_sec
             # nthreads() counts every worker; scheduler_info() lists only the first few.
             threads = sum(client.nthreads().values())
             left = deadline - time.time()
-            while len(pending) < max(threads, 1) and left > 1.0:
+            while len(pending) < max(threads, 1) and left > 1.0 and \
+                    (tasks is None or number < tasks):
                 future = client.submit(run_task, number, arguments, loop,
                                        min(task_seconds, left), os.getcwd(), pure=False,
                                        key=f"gradient-conformance-fuzz-{os.getpid()}-{number}")

@@ -22,7 +22,7 @@ import sys
 from gradient_conformance.adapters.systems import systems
 from gradient_conformance.conformance.commands.suite import in_subprocess
 from gradient_conformance.conformance.divergence import write_atomically
-from gradient_conformance.conformance.plugin import PROFILES
+from gradient_conformance.conformance.options import PROFILES
 from gradient_conformance.reports.matrix import html, markdown, stem_of, summary
 from gradient_conformance.reports.records import Report
 

@@ -1,4 +1,4 @@
-"""`gradient-conformance mutants`: the suite's measure of power. SPEC.md, "Diagnosis".
+"""`gradient-conformance mutants`: the suite's measure of power. docs/diagnosis.md, "Diagnosis".
 
 Every variant of the catalogue (conformance/diagnosis/variants.py), applied to the reference, is a
 faulty implementation: the suite runs against each (`--impl=variant:NAME`, stopping at the
@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from gradient_conformance.conformance.commands.suite import in_subprocess
 from gradient_conformance.conformance.diagnosis.variants import CATALOGUE, EQUIVALENT
-from gradient_conformance.conformance.plugin import PROFILES
+from gradient_conformance.conformance.options import PROFILES
 
 
 def run_one(name: str, profile: str, extra: tuple[str, ...] = ()) -> tuple[str, str, float]:

@@ -78,9 +78,9 @@ class _Declared:
 
 def suite_options() -> list[Option]:
     """The suite's options, with what each does and takes, from the plugin's declarations."""
-    from gradient_conformance.conformance import plugin
+    from gradient_conformance.conformance import options
     declared = _Declared()
-    plugin.pytest_addoption(declared)
+    options.add_options(declared)
     return declared.options
 
 
@@ -150,7 +150,7 @@ def _workers_asked(argv: list[str]) -> tuple[int, int, str] | None:
 
 
 def parallelism(argv: list[str], cores: int) -> tuple[list[str], str | None]:
-    """SPEC.md, "The conformance suite": `-n auto` chooses a count for this machine,
+    """docs/suite.md, "The conformance suite": `-n auto` chooses a count for this machine,
     and `-n N` that cannot help says so. Each xdist worker runs the checks and, apart from
     --in-process, the implementation's own process: two busy processes per worker."""
     asked = _workers_asked(argv)

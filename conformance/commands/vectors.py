@@ -1,6 +1,6 @@
 """`python -m conformance vectors --out DIR`: generated cases with the reference's expected
 bits or expected rejection, as case files any implementation in any language can check.
-SPEC.md, "Test vectors"; VECTORS.md says how a runner must compare.
+docs/commands.md, "Test vectors"; VECTORS.md says how a runner must compare.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from gradient_conformance import reference
-from gradient_conformance.conformance.plugin import PROFILES
+from gradient_conformance.conformance.options import PROFILES
 from gradient_conformance.conformance.running import expected, single_op_source
 from gradient_conformance.generators import (
     Case,

@@ -1,0 +1,189 @@
+"""What follows a check's divergence, in order and outside pytest's hooks: reduce, explain,
+decide known, save, look again. docs/diagnosis.md, "The failure stage".
+
+A check only raises what it found (`running.Diverged`, carrying a `Finding`). When a check
+fails, the plugin hands this stage the error and the check's tally, and prints what it
+returns; nothing here knows of pytest's reports. For each of the check's findings, in order:
+
+1. **reduce** it (conformance/reduce.py), unless the run does not shrink;
+2. **describe** it (conformance/divergence.py) and **explain** it (conformance/explain.py:
+   diagnosis, then location);
+3. **save** it as a case file, where the run keeps them;
+4. **decide known**: which of the check's divergences a --known entry expects
+   (conformance/known.py), and whether anything new is left.
+
+A generated check that failed first **looks again** (`look_again`), so that a second bug of
+the same check is found rather than hidden by the first.
+
+One key says "the same divergence" (`same`): the test that found it and its subject, what
+differs and how (divergence.subject). The second look passes over a finding whose key it has,
+and a finding whose key the run has seen is neither reduced nor explained again. One budget
+(`Budget`), in seconds of the run, covers reduction and explanation together.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from gradient_conformance.conformance import divergence
+from gradient_conformance.conformance.explain import Budget, Explainer
+from gradient_conformance.conformance.reduce import Reduction, reduce_finding
+from gradient_conformance.conformance.running import Diverged, Finding, Tally
+from gradient_conformance.conformance.transports.loading import Abandoned
+
+if TYPE_CHECKING:
+    from gradient_conformance.conformance.known import Known
+    from gradient_conformance.reports.records import Divergence
+
+MORE_LOOKS = 3  # a generated check's further looks for divergences of other signatures
+
+
+def same(test_id: str, finding: Finding) -> tuple[str, ...]:
+    """The one key of "the same divergence": the test that found it, and its subject."""
+    return (test_id, *divergence.subject(finding))
+
+
+def diverged(error: BaseException | None) -> Diverged | None:
+    """The divergence a check raised: the error itself, or (when Hypothesis found several
+    distinct failures and raised them as a group) the first of the group's."""
+    work = [error] if error is not None else []
+    while work:
+        error = work.pop(0)
+        if isinstance(error, Diverged):
+            return error
+        if isinstance(error, BaseExceptionGroup):
+            work.extend(error.exceptions)
+    return None
+
+
+@dataclass
+class Sorted:
+    """A failed check's divergences sorted by --known: the new ones (the check fails with
+    them), the entries that named the others, and whether the check is an expected failure
+    (nothing new, something known)."""
+
+    new: list[Divergence]
+    matched: list[str] = field(default_factory=list)
+    expected: bool = False
+
+
+class FailureStage:
+    """The failure stage of one run (this module's docstring): what it has seen, keyed by
+    `same`, and its one budget.
+
+    `cases_dir`: where divergences are saved as case files (None: nowhere, as fuzz's workers
+    leave that to the driver); `spec` and `base`: the --impl as given and the folder it was
+    given from, for the replay command a case file carries; `shrink`: whether findings are
+    reduced; `known`: the entries of --known."""
+
+    def __init__(self, *, spec: str, base: Path, cases_dir: Path | None, shrink: bool = True,
+                 known: Known | None = None, budget: Budget | None = None):
+        self.spec, self.base, self.cases_dir = spec, base, cases_dir
+        self.shrink, self.known = shrink, known
+        self.budget = budget if budget is not None else Budget()
+        self.explainer = Explainer(self.budget)
+        self.seen: dict[tuple[str, ...], str] = {}  # key -> the summary first seen with it
+
+    # --- 1-3: each finding reduced, described, explained, saved -------------------------
+
+    def failed(self, check: str, test_id: str, error: BaseException | None, tally: Tally,
+               text: str, impl) -> list[Divergence]:
+        """A failed check's divergences: the one it raised (or, when the implementation made
+        the check stop calling it, the last one it found; or its failure's text alone), then
+        those its further looks found. `impl`: the implementation as the check called it."""
+        found = diverged(error)
+        if found is not None:
+            first = self.divergence(check, test_id, found.finding, impl)
+        elif isinstance(error, Abandoned) and tally.last is not None:
+            first = self.divergence(check, test_id, tally.last, impl)
+            first.description = "\n".join(filter(None, [first.description, f"({error})"]))
+        else:
+            first = divergence.undescribed(check, test_id, text)
+        return [first] + [self.divergence(check, test_id, f, impl) for f in tally.more]
+
+    def divergence(self, check: str, test_id: str, finding: Finding, impl) -> Divergence:
+        """One finding through the stage: reduced, described, explained and saved."""
+        key = same(test_id, finding)
+        before = self.seen.get(key)
+        original = finding.reading.source if finding.reading is not None else ""
+        reduction = None
+        if self.shrink:
+            if before is not None:
+                reduction = Reduction(finding, reason="a divergence of this signature was "
+                                      f"reduced earlier in this run ({before})")
+            else:
+                started = time.monotonic()
+                reduction = reduce_finding(finding, impl, deadline=self.budget.deadline())
+                self.budget.spent += time.monotonic() - started
+                finding = reduction.finding
+        d = divergence.describe(check, test_id, finding)
+        if reduction is not None:
+            d.reduction = divergence.visible(reduction.line())
+            if reduction.after < reduction.before:
+                d.original = divergence.visible(original)
+        if before is not None:
+            Explainer.without(d, f"not explained again: a divergence of the same signature, "
+                              f"found by {test_id} before ({before}), was explained in this "
+                              "run")
+        else:
+            self.seen[key] = d.summary[:80]
+            self.explainer.explain(d, finding, impl)
+        if self.cases_dir is not None:
+            divergence.save(d, self.cases_dir, self.spec, self.base)
+        return d
+
+    # --- 4: known divergences -------------------------------------------------------------
+
+    def sort_known(self, found: list[Divergence], tally: Tally, *,
+                   unsatisfiable: bool) -> Sorted:
+        """docs/suite.md, "Known divergences": the check's divergences that a --known entry
+        names are expected unless a new one is among them, which fails the check alone. A
+        check whose every case showed a known divergence (Hypothesis's Unsatisfiable, once
+        each was passed over) found nothing new."""
+        matched = set(tally.matched)
+        if unsatisfiable and matched:
+            found = []  # every case was a known divergence, passed over: nothing else to say
+        new = []
+        for d in found:
+            named = [v.get("name") for v in d.diagnosis.get("variants", [])
+                     if isinstance(v, dict)]
+            entry = self.known.explains(d.signature, named) if self.known is not None else None
+            if entry is None:
+                new.append(d)
+            else:
+                matched.add(entry)
+        return Sorted(new, sorted(matched), expected=bool(matched) and not new)
+
+    # --- 5: looking again -----------------------------------------------------------------
+
+    def look_again(self, test_id: str, first: Finding, tally: Tally, left: Callable[[], int],
+                   again: Callable[[int, int], None], *, looks: int = MORE_LOOKS) -> None:
+        """After a generated check found `first`, run it `looks` times more, each with what
+        is left of its cases (`left()`), passing over the divergences found so far (as
+        Hypothesis's reject): each new one is kept on `tally.more`. `again(look, cases)`
+        runs the check once more; it raises what the check raises."""
+        found = [first]
+        tally.subject = lambda finding: same(test_id, finding)
+        for look in range(1, looks + 1):
+            cases = left()
+            if cases <= 0 or tally.abandon:
+                return
+            tally.known = {same(test_id, f) for f in found}
+            tally.last = None  # counting cases again: these are new ones
+            try:
+                again(look, cases)
+            except Exception as error:  # noqa: BLE001 - anything else ends the looking
+                other = diverged(error)
+                if other is None:
+                    return
+                found.append(other.finding)
+                tally.more.append(other.finding)
+            else:
+                return
+            finally:
+                tally.known = set()
+                tally.last = first
