@@ -1,5 +1,5 @@
 """A process the suite started for the implementation under test, and the pipes to it, with
-a deadline on every read and write. SPEC.md, "Isolation".
+a deadline on every read and write. docs/isolation.md, "Isolation".
 
 The suite never trusts what runs there. Every wait has a deadline; every read is bounded;
 the process's own output (its stdout where that is not the channel, and its stderr) is
@@ -14,6 +14,7 @@ import collections
 import contextlib
 import ctypes
 import functools
+import math
 import os
 import pathlib
 import secrets
@@ -68,7 +69,7 @@ class Child:
 
     def __init__(self, argv: list[str], *, cwd: str | None = None, env: dict | None = None,
                  confinement: Confinement | None = None, own_folder: bool = False):
-        """`confinement`: the limits, environment and sandbox it starts under (SPEC.md,
+        """`confinement`: the limits, environment and sandbox it starts under (docs/isolation.md,
         "Isolation"); with `own_folder`, its working folder is its private one, not `cwd`."""
         self.token = secrets.token_hex(8)
         self.confinement = confinement
@@ -119,7 +120,9 @@ class Child:
         self.output_bytes = 0  # all the process wrote besides the channel
         self.left_behind = 0  # its descendants and strays ended with it or after a case
         self.grown = False  # its processes' memory grew past the limit
-        self._swept = time.monotonic()
+        # Never swept: the first sweep after a start looks at once, so a process whose memory
+        # is past the limit from its start is seen at its first case, however fast the cases.
+        self._swept = -math.inf
 
     # --- the channel -------------------------------------------------------------------
 
@@ -296,7 +299,7 @@ class Child:
 
 class Holding:
     """What the transports that hold a started process (worker.py, command.py) share: the
-    process, what they had to end of the implementation's (SPEC.md, "Isolation"), and the
+    process, what they had to end of the implementation's (docs/isolation.md, "Isolation"), and the
     sweep at the end of each check."""
 
     child: Child | None
