@@ -27,11 +27,10 @@ def _ops_of(name: str) -> set[str]:
     changes, and those whose arithmetic it changes."""
     ops = set()
     for part in parts(CATALOGUE[name]):
-        head, _, rest = part.partition(".")
-        if head == "rules":
-            ops.add(rest.split(".")[0])
+        if part.field == "rules":
+            ops.add(part.key)
         needs = _needs(part)
-        if head == "domain" and needs:
+        if part.field == "domain" and needs:
             ops |= {f.split("_")[0] for need in needs for f in need}
     return ops
 

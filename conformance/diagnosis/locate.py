@@ -140,20 +140,20 @@ def changes(variants) -> set[str]:
     found = set()
     for name in variants:
         for part in parts(CATALOGUE[name]):
-            head, _, rest = part.partition(".")
-            if head in ("fold", "post_order", "tape_fold"):
+            if part.field in ("fold", "post_order", "tape_fold"):
                 found.add("fold")
-            elif head == "rules":
-                found.add(f"rule:{rest}")
-                if rest in ("detach", "cast", "bitcast"):
+            elif part.field == "rules":
+                row = ".".join(filter(None, (part.key, part.sub)))  # rules.rule_key's name
+                found.add(f"rule:{row}")
+                if part.key in ("detach", "cast", "bitcast"):
                     found.add("blocked")
-            elif head == "flows":
+            elif part.field == "flows":
                 found.add("blocked")
-            elif head == "key":
+            elif part.field == "key":
                 found.add("hash-consing")
-            elif head == "tape_leaf":
+            elif part.field == "tape_leaf":
                 found.add("leaf")
-            elif head == "tape_operands":
+            elif part.field == "tape_operands":
                 found.add("share")
             else:
                 found.add("forward")

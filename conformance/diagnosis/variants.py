@@ -930,37 +930,59 @@ CATALOGUE: dict[str, Variant] = {v.name: v for v in
                                  TAPES}
 
 
-def parts(variant: Variant) -> frozenset[str]:
+@dataclass(frozen=True, order=True)
+class Part:
+    """One part of the spec that a variant replaces: a field of the Semantics (`field`);
+    within the rules, a row (`key`, its op; `sub`, a reduce's op=); within the f32 domain, a
+    method (`key`: `max`, `fold_row`, `to_bool`) or an entry of its `overrides` or `arrays`
+    table (`key` the table, `sub` the op). Printed as a dotted name: `rules.reduce.max`."""
+
+    field: str
+    key: str = ""
+    sub: str = ""
+
+    def __str__(self) -> str:
+        return ".".join(filter(None, (self.field, self.key, self.sub)))
+
+    @property
+    def table(self) -> str | None:
+        """The domain's table the part is an entry of (`overrides`, `arrays`), if any."""
+        return self.key if self.field == "domain" and self.key in DOMAIN_TABLES else None
+
+
+DOMAIN_TABLES = ("overrides", "arrays")
+
+
+def parts(variant: Variant) -> frozenset[Part]:
     """What the variant replaces in the spec, read off its change: the fields of the
-    Semantics it gives otherwise, and within them the rows of the rules (`rules.max`) and
-    what of the f32 domain (`domain.max`, `domain.overrides.idiv`, `domain.arrays.reduce`,
-    `domain.fold_row`)."""
+    Semantics it gives otherwise, and within them the rows of the rules and what of the f32
+    domain (a method, or an entry of its overrides or arrays)."""
     changed = variant.semantics()
-    found: set[str] = set()
+    found: set[Part] = set()
     for f in dataclasses.fields(Semantics):
         spec, theirs = getattr(SPEC, f.name), getattr(changed, f.name)
         if spec is theirs or (f.name == "rejections" and spec == theirs):
             continue
         if f.name == "rules":
-            found |= {f"rules.{k}" for k in set(spec) | set(theirs)
+            found |= {Part("rules", *k.split(".", 1)) for k in set(spec) | set(theirs)
                       if spec.get(k) is not theirs.get(k)}
         elif f.name == "domain":
             found |= _domain_parts(spec, theirs)
         else:
-            found.add(f.name)
+            found.add(Part(f.name))
     return frozenset(found)
 
 
-def _domain_parts(spec, theirs) -> set[str]:
+def _domain_parts(spec, theirs) -> set[Part]:
     found = set()
     for cls in type(theirs).__mro__:
         if isinstance(spec, cls):
             break
-        found |= {f"domain.{k}" for k in vars(cls) if not k.startswith("_") and
-                  k not in ("overrides", "arrays")}
-    for table in ("overrides", "arrays"):
+        found |= {Part("domain", k) for k in vars(cls) if not k.startswith("_") and
+                  k not in DOMAIN_TABLES}
+    for table in DOMAIN_TABLES:
         mine, yours = getattr(spec, table, {}), getattr(theirs, table, {})
-        found |= {f"domain.{table}.{k[0] if isinstance(k, tuple) else k}"
+        found |= {Part("domain", table, k[0] if isinstance(k, tuple) else k)
                   for k in set(mine) | set(yours) if mine.get(k) is not yours.get(k)}
     return found
 
@@ -978,39 +1000,34 @@ def implicated_ops(variant: Variant) -> frozenset[str]:
     text or hash consing, which are no op's."""
     found: set[str] = set()
     for part in parts(variant):
-        field_name, _, rest = part.partition(".")
-        if field_name == "rules":
-            op, _, reduce_op = rest.partition(".")
-            if op in OPS:
-                found.add(feature(op, reduce_op or None))
-        elif field_name == "domain":
+        if part.field == "rules":
+            if part.key in OPS:
+                found.add(feature(part.key, part.sub or None))
+        elif part.field == "domain":
             needs = _needs(part)
             found |= {f for need in needs or () for f in need} - {"gradient"}
     return frozenset(found)
 
 
-def _needs(part: str) -> tuple[frozenset[str], ...] | None:
+def _needs(part: Part) -> tuple[frozenset[str], ...] | None:
     """What a case must use for `part` to change its outcome: each set one of whose features
     it must use (all of the sets); () for any case; None when the part changes nothing
     alone (a helper op that only the variant's own rules build)."""
-    field_name, _, rest = part.partition(".")
-    if field_name in GRADIENT_PARTS:
+    if part.field in GRADIENT_PARTS:
         return (frozenset({"gradient"}),)
-    if field_name == "rules":
-        op, _, reduce_op = rest.partition(".")
-        if op not in OPS:
+    if part.field == "rules":
+        if part.key not in OPS:
             return None
-        return (frozenset({"gradient"}), frozenset({feature(op, reduce_op or None)}))
-    if field_name != "domain":
+        return (frozenset({"gradient"}), frozenset({feature(part.key, part.sub or None)}))
+    if part.field != "domain":
         return ()  # the text, literals, hash consing: any case
-    table, _, name = rest.partition(".")
-    if table == "fold_row":
+    if part.key == "fold_row":
         return (frozenset({"reduce", "reduce_mul"}),)
-    if table in ("overrides", "arrays"):
-        if name not in OPS:
+    if part.table is not None:
+        if part.sub not in OPS:
             return None
-        return (frozenset({name, "reduce_mul"} if name == "reduce" else {name}),)
-    method = table
+        return (frozenset({part.sub, "reduce_mul"} if part.sub == "reduce" else {part.sub}),)
+    method = part.key
     if method in CONVERSIONS:
         return (frozenset({CONVERSIONS[method]}),)
     ops = {op.name for op in OPS.values() if op.computed("f32") == method}
@@ -1032,7 +1049,7 @@ def applies(variant: Variant, features: frozenset[str]) -> bool:
 def composable(first: Variant, then: Variant) -> bool:
     """Whether `then` applied over `first` is both in effect: they replace different parts
     (a helper op both add, which no case uses, apart), or `then` wraps what it is given."""
-    def matters(v: Variant) -> set[str]:
+    def matters(v: Variant) -> set[Part]:
         return {p for p in parts(v) if _needs(p) is not None}
     return then.composes or not matters(first) & matters(then)
 
