@@ -142,7 +142,9 @@ class Graph:
         return self.make("lit", (), (), scope, None, dt, (), np.array(value, NP[dt]))
 
     @staticmethod
-    def type_of(op, args, at):
+    # Complex on purpose: the independent implementation types every op in one place, as
+    # ir.md's table does, so that it shares no structure with the reference.
+    def type_of(op, args, at):  # noqa: C901
         if any(a.op == "buffer" for a in args) and op != "load":
             raise Invalid(f"a buffer as an operand of {op}")
         if op in ELEMENTWISE or op in UNARY or op == "where":
@@ -270,7 +272,9 @@ class Program:
         self.functions = {}  # name -> (params, body lines)
 
 
-def build_program(source: str) -> Program:
+# Complex on purpose: the independent implementation's whole builder in one pass, deliberately
+# unlike the reference's, so that a shared mistake of structure is unlikely.
+def build_program(source: str) -> Program:  # noqa: C901
     p = Program()
     lines = tokenize(source)
     env, ever = {}, set()
@@ -552,7 +556,8 @@ def fold(shares, mk):
     return total
 
 
-def expand_gradient(p, y, x, scope, open_loops, deps, reaching):
+# Complex on purpose: the walk of gradient.md in one function, written apart from the reference's.
+def expand_gradient(p, y, x, scope, open_loops, deps, reaching):  # noqa: C901
     g = p.g
 
     def f32(v):
@@ -631,7 +636,7 @@ def _has_rule(n):
                     "cast", "bitcast", "detach", "expand", "reshape")
 
 
-def rule(u, k, g, mk, f32):
+def rule(u, k, g, mk, f32):  # noqa: C901 - one branch per row of gradient.md's rules table
     op, a = u.op, u.args
     if op == "add":
         return g
@@ -710,7 +715,7 @@ def _to_i32(a):
         return np.where(ok, np.where(ok, t, 0).astype(np.int64), -(2**31)).astype(np.int32)
 
 
-def _elementwise(op, dt, args):
+def _elementwise(op, dt, args):  # noqa: C901 - one branch per elementwise op, as ir.md lists them
     a = args[0]
     b = args[1] if len(args) > 1 else None
     with np.errstate(all="ignore"):

@@ -104,7 +104,9 @@ def decode_tape(wire) -> list:
 KEPT_BUILDS = 64  # a server keeps the programs of its latest builds
 
 
-def serve(module, lines, write) -> None:
+# Complex on purpose: one branch per request and status of the protocol, read top to bottom as
+# impl-protocol.md lists them.
+def serve(module, lines, write) -> None:  # noqa: C901
     """Answer each request line with one reply line, until the input ends, calling
     `module` as conformance/transports/calling.py does: its statuses are the suite's."""
     programs: dict[int, object] = {}
