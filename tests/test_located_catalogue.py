@@ -42,7 +42,10 @@ def allowed(name: str, kind: str, op: str) -> bool:
     if kind == "fold":
         return "fold" in said or "forward" in said  # arithmetic changes a sum's rounding
     if kind == "share":
-        return (any(c.startswith("rule:") for c in said) and op in ops) or "forward" in said
+        # A share's node is its statement's; one that a gradient's expansion built (in a
+        # gradient of a gradient) is that gradient statement's, and any rule can build it.
+        return (any(c.startswith("rule:") for c in said) and (op in ops or op == "gradient")) \
+            or "forward" in said
     if kind == "rule-form":  # the nodes a gradient builds: its rule forms and its sums
         return any(c.startswith("rule:") for c in said) or "fold" in said
     if kind == "blocked":

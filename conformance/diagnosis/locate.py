@@ -160,7 +160,79 @@ def changes(variants) -> set[str]:
     return found
 
 
+class _Asker:
+    """The implementation's side of location: the questions asked of it, each a program the
+    spec accepts (the program with probes added, or a prefix of it), run through the same
+    protocol as the check ran it, and how many runs and probes that took. `got`: what the
+    implementation gave for the program itself; `ulps`: the check's tolerance."""
+
+    def __init__(self, impl, reading: Reading, buffers, got: Outcome, *, ulps: int = 0):
+        self.impl, self.reading, self.buffers, self.got = impl, reading, buffers, got
+        self.ulps = ulps
+        self.runs = self.probes = 0
+
+    def refuses(self, lines: int, signal: str | None) -> bool | None:
+        """Whether the implementation refuses the program's first `lines` lines as it
+        refused the whole (killed by `signal`, when given); None when the spec does not
+        accept that prefix, or it would trap where the implementation declares it does."""
+        prefix = Reading("\n".join(self.reading.source.splitlines()[:lines]) + "\n")
+        buffers = {s: a for s, a in self.buffers.items() if s in prefix.slots}
+        if prefix.outcome(buffers).status != "ok" or traps(self.impl, prefix, buffers):
+            return None
+        self.runs += 1
+        got = self.impl.run_case(prefix.source, buffers, prefix.slots) \
+            if self.got.status != "rejected" else self.impl.build_only(prefix.source)
+        if signal is not None:
+            return got.status == "failure" and killed_by(got.message) == signal
+        return got.status == self.got.status
+
+    def ask(self, wanted: list[tuple]) -> dict[str, object] | str:
+        """Probe each (name, node) value (or, with a third element y, `gradient y name`):
+        name -> its first differing element's Difference, or None where it agrees; or why
+        it could not be asked."""
+        slots = self.reading.slots
+        base = max(slots, default=-1) + 1
+        lines, buffers, probes = [], dict(self.buffers), {}
+        for k, (name, node, *y) in enumerate(wanted):
+            slot, probe = base + k, f"%__probe{k}"
+            lines.append(f"{probe} = buffer slot={slot} dtype={node.dtype} "
+                         f"shape=[{', '.join(map(str, node.shape))}]")
+            value = name
+            if y:
+                value = f"%__adjoint{k}"
+                lines.append(f"{value} = gradient {y[0]} {name}")
+            lines.append(f"store {probe} {value}")
+            buffers[slot] = np.zeros(node.shape, NUMPY_DTYPES[node.dtype])
+            probes[slot] = name
+        source = self.reading.source.rstrip("\n") + "\n" + "\n".join(lines) + "\n"
+        probed = Reading(source)
+        if probed.uses & self.impl.unsupported():
+            return "the probe program uses what the implementation does not support"
+        want = probed.outcome(buffers)
+        if want.status != "ok":
+            return f"the probe program is not valid: {want.message}"
+        if traps(self.impl, probed, buffers):
+            return ("the probe program divides by zero or overflows where the "
+                    "implementation declares that integer division traps")
+        self.runs += 1
+        self.probes += len(wanted)
+        got = self.impl.run_case(source, buffers, probed.slots)
+        if got.status != "ok":
+            return (f"the implementation did not run the probe program: {got.status}"
+                    + (f" ({got.message.splitlines()[0][:200]})" if got.message else ""))
+        same = {s: a for s, a in got.buffers.items() if s in self.got.buffers}
+        if compare(Outcome("ok", self.got.buffers), Outcome("ok", same)) is not None:
+            return ("the implementation gave other results for the program's own slots once "
+                    "probes were added")
+        return {name: compare(Outcome("ok", {s: want.buffers[s]}),
+                              Outcome("ok", {s: got.buffers[s]}), ulps=self.ulps)
+                for s, name in probes.items()}
+
+
 class _Probe:
+    """Location's reasoning over the spec's program: which statements, shares and folds a
+    difference can start at, asking the implementation (`asker`) only what decides it."""
+
     @property
     def built(self) -> Program:
         """The spec's program: the probes that read it run only where the reference built
@@ -170,14 +242,15 @@ class _Probe:
 
     def __init__(self, impl, reading: Reading, program: Program | None, buffers, want: Outcome,
                  got: Outcome, *, ulps: int = 0, variants=()):
-        self.impl, self.reading, self.program = impl, reading, program
+        self.reading, self.program = reading, program
         self.buffers, self.want, self.got = buffers, want, got
         defines = [d for d in program.statements if isinstance(d, Define)] if program else []
         self.names = {d.node: d for d in defines}
         self.restated: dict = {}  # node -> every top-level statement naming it
         for d in defines:
             self.restated.setdefault(d.node, []).append(d)
-        self.runs = self.probes = 0
+        self.asker = _Asker(impl, reading, buffers, got, ulps=ulps)
+        self.ask = self.asker.ask
         self.started = time.monotonic()
         self.ulps = ulps
         self.variants = list(variants)
@@ -185,7 +258,7 @@ class _Probe:
 
     def done(self, line: int = 0, says: str = "", reason: str = "", kind: str = "") -> Location:
         op = next((st.op for st in self.reading.statements or [] if st.line == line), "")
-        return Location(line, says, reason, kind, op, self.probes, self.runs,
+        return Location(line, says, reason, kind, op, self.asker.probes, self.asker.runs,
                         time.monotonic() - self.started)
 
     def among(self, places: list[tuple], where: str, deciding=None) -> Location:
@@ -207,19 +280,9 @@ class _Probe:
         the program, cut between top-level statements, that it refuses the same way, found
         by bisection (each prefix a program the spec accepts)."""
         units = _top_level_units(self.reading.statements)
-        lines = self.reading.source.splitlines()
 
         def refused(k: int) -> bool | None:
-            prefix = Reading("\n".join(lines[:units[k][1]]) + "\n")
-            buffers = {s: a for s, a in self.buffers.items() if s in prefix.slots}
-            if prefix.outcome(buffers).status != "ok" or traps(self.impl, prefix, buffers):
-                return None
-            self.runs += 1
-            got = self.impl.run_case(prefix.source, buffers, prefix.slots) \
-                if self.got.status != "rejected" else self.impl.build_only(prefix.source)
-            if signal is not None:
-                return got.status == "failure" and killed_by(got.message) == signal
-            return got.status == self.got.status
+            return self.asker.refuses(units[k][1], signal)
         low, high = 0, len(units) - 1  # the whole program is refused: high holds
         while low < high:
             middle = (low + high) // 2
@@ -391,9 +454,26 @@ class _Probe:
             places.append((s.line or d.expansion.y.line, "share",
                            f"the share it sends to {shown} (the rule of {rule_key(s)})",
                            f"rule:{rule_key(s)}"))
+            places += self._zero_literal_places(s)
         places += [self._blocked_place(d, edge, shown) for edge in _blocked(d.expansion,
                                                                             v.node)[:1]]
         return places
+
+    def _zero_literal_places(self, sender) -> list[tuple]:
+        """A signed zero that `sender` reads, where the program also writes the other zero:
+        its share depends on that operand, and an implementation that made the two literals
+        one node (they are equal in value, not in bits) reads the other zero there. Forward
+        probes cannot see it: a literal is no statement's value."""
+        zeros = {exact.encode(0.0): "0.0", exact.encode(-0.0): "-0.0"}
+        written = {n.attr("value") for n in self.built.graph.nodes
+                   if n.is_literal and n.dtype == "f32" and n.attr("value") in zeros}
+        return [(sender.line, "literal", (
+            f"its literal {zeros[o.attr('value')]}: the program also writes "
+            f"{zeros[other]}, a literal equal in value and not in bits, which the spec keeps "
+            "a node of its own (SPEC.md, \"Hash consing\")"), "hash-consing")
+            for o in dict.fromkeys(sender.operands) if o.is_literal and o.dtype == "f32"
+            and o.attr("value") in zeros
+            for other in written - {o.attr("value")}]
 
     def _twins(self, d: Define, node) -> list[str]:
         """The names of the other named nodes, before the gradient `d`, that `node` depends on
@@ -490,48 +570,6 @@ class _Probe:
         if accepted(nodes):
             return nodes
         return [u for u in nodes if accepted([u])]
-
-    def ask(self, wanted: list[tuple]) -> dict[str, object] | str:
-        """Probe each (name, node) value (or, with a third element y, `gradient y name`):
-        name -> its first differing element's Difference, or None where it agrees; or why
-        it could not be asked."""
-        slots = self.reading.slots
-        base = max(slots, default=-1) + 1
-        lines, buffers, probes = [], dict(self.buffers), {}
-        for k, (name, node, *y) in enumerate(wanted):
-            slot, probe = base + k, f"%__probe{k}"
-            lines.append(f"{probe} = buffer slot={slot} dtype={node.dtype} "
-                         f"shape=[{', '.join(map(str, node.shape))}]")
-            value = name
-            if y:
-                value = f"%__adjoint{k}"
-                lines.append(f"{value} = gradient {y[0]} {name}")
-            lines.append(f"store {probe} {value}")
-            buffers[slot] = np.zeros(node.shape, NUMPY_DTYPES[node.dtype])
-            probes[slot] = name
-        source = self.reading.source.rstrip("\n") + "\n" + "\n".join(lines) + "\n"
-        probed = Reading(source)
-        if probed.uses & self.impl.unsupported():
-            return "the probe program uses what the implementation does not support"
-        want = probed.outcome(buffers)
-        if want.status != "ok":
-            return f"the probe program is not valid: {want.message}"
-        if traps(self.impl, probed, buffers):
-            return ("the probe program divides by zero or overflows where the "
-                    "implementation declares that integer division traps")
-        self.runs += 1
-        self.probes += len(wanted)
-        got = self.impl.run_case(source, buffers, probed.slots)
-        if got.status != "ok":
-            return (f"the implementation did not run the probe program: {got.status}"
-                    + (f" ({got.message.splitlines()[0][:200]})" if got.message else ""))
-        same = {s: a for s, a in got.buffers.items() if s in self.got.buffers}
-        if compare(Outcome("ok", self.got.buffers), Outcome("ok", same)) is not None:
-            return ("the implementation gave other results for the program's own slots once "
-                    "probes were added")
-        return {name: compare(Outcome("ok", {s: want.buffers[s]}),
-                              Outcome("ok", {s: got.buffers[s]}), ulps=self.ulps)
-                for s, name in probes.items()}
 
 
 def _top_level_units(statements) -> list[tuple[int, int]]:
