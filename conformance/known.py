@@ -1,4 +1,4 @@
-"""Known divergences, told by what they are rather than where they were seen (SPEC.md, "Known
+"""Known divergences, told by what they are rather than where they were seen (docs/suite.md, "Known
 divergences"): the entries of `--known FILE`, and the file `--write-known FILE` writes.
 
 An entry is a signature as the run prints it (`CHECK / SUBJECT / KIND`), which names one

@@ -1,6 +1,6 @@
 """Invalid gradients, one per rejection rule, and near misses that must be accepted:
-`invalid_gradients` and `near_misses`. docs/generators.md, "Generators" and "When gradient is
-rejected".
+`invalid_gradients` and `near_misses`. docs/generators.md, "Generators"; SPEC.md, "When
+gradient is rejected".
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""gradient-conformance: the one import namespace of the installed package. SPEC.md,
+"""gradient-conformance: the one import namespace of the installed package. docs/commands.md,
 "Installing".
 
 The repository keeps each layer in a top-level folder (reference/, generators/, conformance/,

@@ -1,6 +1,6 @@
-"""The conformance table as plain functions of reports: the markdown README carries, the HTML
-page, and what changed since the previous table kept at the same path. SPEC.md, "The
-conformance table".
+"""The conformance table as plain functions of reports: the markdown docs/systems.md carries,
+the HTML page, and what changed since the previous table kept at the same path.
+docs/reports.md, "The conformance table".
 
 Nothing here runs anything: `gradient-conformance matrix` (conformance/commands/matrix.py)
 runs the suite against each system and hands the reports here.

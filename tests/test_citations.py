@@ -15,10 +15,12 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 FOLDERS = ("reference", "generators", "conformance", "reports", "implementations", "adapters",
            "benchmarks", "tests", "docs")
 # SPEC.md or a file of docs/, then quoted names: each quoted name after the citation is a section
-# of that document.
+# of that document. A name may run onto the next line (of a comment too: its `#` is then a
+# space, as the line break is).
+NAME = r'"(?:[^"\n]|\n[ \t]*#?[ \t]*){1,80}"'
 CITATION = re.compile(
-    r'(SPEC(?:\.md)?|docs/[\w-]+\.md),?\s+((?:"[^"\n]+"(?:,\s*|\s+and\s+|\s*)?)+)')
-QUOTED = re.compile(r'"([^"\n]+)"')
+    r'(SPEC(?:\.md)?|docs/[\w-]+\.md),?\s+((?:' + NAME + r'(?:,\s*|\s+and\s+|\s*)?)+)')
+QUOTED = re.compile(r'"((?:[^"\n]|\n[ \t]*#?[ \t]*){1,80})"')
 # A file path: folders and a name with one of the project's extensions.
 PATH = re.compile(r"(?<![\w./-])((?:[\w-]+/)+[\w-]+\.(?:py|md|ir|json|txt|j2|mjs|toml))\b")
 
@@ -50,7 +52,7 @@ def citations(text: str) -> list[tuple[int, str, str]]:
     found = []
     for match in CITATION.finditer(text):
         line = text.count("\n", 0, match.start()) + 1
-        found += [(line, document(match.group(1)), name)
+        found += [(line, document(match.group(1)), re.sub(r"\s*\n[ \t]*#?[ \t]*", " ", name))
                   for name in QUOTED.findall(match.group(2))]
     return found
 
@@ -133,4 +135,6 @@ def test_the_readers_find_what_they_should():
     assert citations(text) == [(1, "SPEC.md", "The walk"), (1, "SPEC.md", "Hash consing"),
                                (1, "SPEC.md", "Tapes")]
     assert citations('docs/fuzzing.md, "History"') == [(1, "docs/fuzzing.md", "History")]
+    spec = "SPEC" + ".md"  # not a citation of this file's own
+    assert citations(f'({spec}, "Hash\n    # consing")') == [(1, "SPEC.md", "Hash consing")]
     assert PATH.findall(text) == ["reference/ops.py"]

@@ -6,6 +6,10 @@ from __future__ import annotations
 
 import ast
 import pathlib
+import re
+import sys
+
+import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 # The repository's folders as the installed package names them (pyproject.toml).
@@ -256,3 +260,35 @@ def test_one_function_runs_the_suite_in_a_subprocess():
                     isinstance(e, ast.Constant) and e.value == "-m" for e in node.elts):
                 found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert found == []
+
+
+# Where a machine keeps a checkout, a home or a virtual environment: a tracked file that names
+# one was written from a run, not for every reader (generated figures take them out:
+# benchmarks/results.py, `scrubbed`).
+MACHINE_PATH = re.compile(r"(?<![\w.])/(?:work|root|home/[a-z][\w.-]*|Users/[\w.-]+)/")
+
+
+def test_no_tracked_text_file_names_a_path_of_the_machine_that_wrote_it():
+    import subprocess
+    listed = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True)
+    if listed.returncode != 0:
+        pytest.skip("not a git checkout: nothing is tracked")
+    found = []
+    for name in listed.stdout.splitlines():
+        path = ROOT / name
+        try:
+            text = path.read_text()
+        except (UnicodeDecodeError, OSError):
+            continue  # binary, or a link to what is not here
+        here = (str(ROOT), sys.prefix)
+        found += [f"{name}:{text.count(chr(10), 0, m.start()) + 1}: {m.group(0)}"
+                  for m in MACHINE_PATH.finditer(text)] + \
+                 [f"{name}: {where}" for where in here if where in text]
+    assert found == []
+
+
+def test_the_machine_path_pattern_finds_what_it_should():
+    home, work = "/ho" + "me/ana/", "/wo" + "rk/main/"  # split, so this file names none
+    assert MACHINE_PATH.search(f"see {work}adapters/x.py:30")
+    assert MACHINE_PATH.search(f"in {home}.venv/lib") and MACHINE_PATH.search("/ro" + "ot/.c")
+    assert not MACHINE_PATH.search("/tmp/x /dev/zero /proc/self /usr/bin/bwrap ./work/x")

@@ -1,5 +1,5 @@
-"""The `gradient-conformance` command (also `python -m gradient_conformance`). SPEC.md, "The
-command line of the suite".
+"""The `gradient-conformance` command (also `python -m gradient_conformance`).
+docs/commands.md, "The command line".
 
     gradient-conformance --impl=X [--profile P] [--report R.html] [PYTEST ARGS ...]
     gradient-conformance replay CASE --impl=X [--trace]
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from gradient_conformance.conformance.commands.suite import options_help, run_suite
@@ -84,6 +85,11 @@ def _command(argv: list[str]) -> int:
     args = _parser(argv[0]).parse_args(argv)
     try:
         return _function(args.command, 2)(args)
+    except BrokenPipeError:
+        # The reader stopped reading (`spec | head`): what it read is what it wanted. Python's
+        # documented way: point stdout at devnull, so that the flush at exit raises nothing.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except (OSError, ValueError, IRError) as problem:
         print(f"gradient-conformance {args.command}: {problem}", file=sys.stderr)
         return 2
