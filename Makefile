@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 CORE := $(VENV)/.core
 TEST := $(VENV)/.test
 
-.PHONY: test conformance lint slow bench clean mxnet tfjs
+.PHONY: test test-all conformance lint slow bench clean mxnet tfjs
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -37,7 +37,7 @@ $(SYSTEM_STAMP): | $(VENV)/bin/python
 	else echo "not root with apt-get: the browser, Redis and sandbox tests will skip"; fi
 	touch $(SYSTEM_STAMP)
 
-# Two systems served from outside the project's venv (SPEC.md, "Adapters"): MXNet 1.9.1,
+# Two systems served from outside the project's venv (docs/adapters.md, "Adapters"): MXNet 1.9.1,
 # which needs numpy older than 1.24, in a venv of its own with this package but none of its
 # dependencies except numpy and mpmath; and TensorFlow.js 4.22 in Node, from its lockfile.
 # Where one cannot be installed, its tests skip, saying why.
@@ -56,13 +56,20 @@ $(TFJS): adapters/tfjs/package-lock.json
 		|| echo "could not install TensorFlow.js in adapters/tfjs"
 tfjs: $(TFJS)
 
-# Every test of the project, plus the linter and the type checker, on both cores. Work
-# stealing: a worker that runs out takes tests queued for the other, so the long ones (the
-# cluster, the seeded faults) end less often with one core idle.
+# The first tier: every behaviour of the project with the least work that shows it, plus the
+# linter and the type checker, on both cores (README, "The commands on a fresh clone"). Work
+# stealing: a worker that runs out takes tests queued for the other, so the long ones end
+# less often with one core idle.
 test: $(TEST) $(SYSTEM_STAMP) $(MXNET) $(TFJS)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
-	$(PY) -m pytest -q -n 2 --dist worksteal
+	$(PY) -m pytest -q -n 2 --dist worksteal -m "not slow"
+
+# Both tiers: the first, then the second, which measures the suite's power (every seeded
+# fault under the whole ci profile, the catalogue located, 10^5 bit patterns per op for
+# correct rounding, the cluster at scale, the matrix of systems). CI runs this.
+test-all: test
+	$(PY) -m pytest -q -n 2 --dist worksteal --slow -m slow
 
 # The main job: the conformance suite, ci profile, against the bundled fast implementation,
 # with its HTML report (and JSON beside it) in out/. IMPL=... to run it against another.
@@ -71,22 +78,17 @@ conformance: $(CORE)
 	$(VENV)/bin/gradient-conformance --impl=$(IMPL) --profile=ci -q \
 		--report=out/conformance.html --report-json=out/conformance.json
 
-# The opt-in slow profile: 10^5 bit patterns per op for the rounding cross-check, and more.
-slow: $(TEST)
-	$(PY) -m pytest -q --slow
+# The second tier alone.
+slow: $(TEST) $(SYSTEM_STAMP) $(MXNET) $(TFJS)
+	$(PY) -m pytest -q -n 2 --dist worksteal --slow -m slow
 
-# Benchmarks (SPEC.md, "Benchmarks"): the workloads on the reference and the fast
+# Benchmarks (docs/benchmarks.md, "Benchmarks"): the workloads on the reference and the fast
 # implementation (IMPLS=... to add others), then the suite's own speed. Figures, not tests.
 IMPLS ?= gradient_conformance.implementations.fast
 bench: $(TEST)
 	$(PY) -m pytest benchmarks $(foreach i,$(IMPLS),--impl=$(i)) -p no:cacheprovider \
 		--benchmark-json=out/benchmarks.json
-	$(PY) -m benchmarks.suite_speed
-	$(PY) -m benchmarks.suite_modes
-	$(PY) -m benchmarks.protocol_cost
-	$(PY) -m benchmarks.cluster_rate
-	$(PY) -m benchmarks.shrink_sizes
-	$(PY) -m benchmarks.explain_cost
+	$(PY) -m benchmarks.results
 
 lint: $(TEST)
 	$(VENV)/bin/ruff check .

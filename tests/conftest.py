@@ -1,5 +1,10 @@
-"""The project's own tests. `--slow` opts into the long profile (10^5 bit patterns per op, more
-Hypothesis examples). Figures that tests measure are printed in the terminal summary."""
+"""The project's own tests, in two tiers (README, "The commands on a fresh clone"). The first,
+`make test` (`pytest -m "not slow"`), proves every behaviour with the least work that shows
+it. The second, marked `slow`, measures the suite's power (every seeded fault under the whole
+ci profile, the catalogue located, 10^5 bit patterns per op, the cluster at scale): `make
+test-all` runs it with `--slow`, which also loads the long Hypothesis profile. Without
+`--slow` a test of the second tier is skipped, saying how to run it, so a plain `pytest`
+stays quick. Figures that tests measure are printed in the terminal summary."""
 
 from __future__ import annotations
 
@@ -30,7 +35,8 @@ FIGURES: list[str] = []
 
 
 def pytest_addoption(parser):
-    parser.addoption("--slow", action="store_true", help="run the slow, opt-in profile")
+    parser.addoption("--slow", action="store_true",
+                     help="run the second tier (the tests marked slow) and the long profile")
 
 
 def pytest_configure(config):
@@ -40,7 +46,7 @@ def pytest_configure(config):
 def pytest_collection_modifyitems(config, items):
     if config.getoption("--slow"):
         return
-    skip = pytest.mark.skip(reason="slow profile: run with --slow (make slow)")
+    skip = pytest.mark.skip(reason="the second tier: run with --slow -m slow (make test-all)")
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)

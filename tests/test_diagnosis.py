@@ -1,4 +1,5 @@
-"""Diagnosis (SPEC.md, "Diagnosis"): the catalogue's variants are what they say, compose, and
+"""Diagnosis (docs/diagnosis.md, "Diagnosis"): the catalogue's variants are what they
+say, compose, and
 name what an implementation did; a fault outside the catalogue gets no name; and the
 catalogue is the suite's measure of power (a sample of `mutants`)."""
 
@@ -6,6 +7,9 @@ from __future__ import annotations
 
 import json
 import random
+import re
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -107,8 +111,8 @@ def test_a_missed_rejection_is_diagnosed_by_the_rule_missing():
 
 def test_a_fault_outside_the_catalogue_gets_no_name(tmp_path):
     report = tmp_path / "r.json"
-    code, output, _ = suite(OUTSIDE, "-q", "--max-examples=60", f"--report-json={report}",
-                            "-k", "exp2 or tape")
+    code, output, _ = suite(OUTSIDE, "-q", "--max-examples=60", "--no-shrink",
+                            f"--report-json={report}", "-k", "exp2 or tape")
     assert code == 1, output[-3000:]
     divergences = json.loads(report.read_text())["divergences"]
     assert divergences
@@ -154,6 +158,41 @@ def test_a_sample_of_the_catalogue_is_killed(name):
     """The catalogue as mutants (the whole run: gradient-conformance mutants)."""
     code, output, _ = suite(f"variant:{name}", "-q", "-x")
     assert code == 1 or name in EQUIVALENT, output[-3000:]
+
+
+def test_what_a_variant_changes_is_a_typed_part_of_the_semantics():
+    """A variant's parts are values, not strings to parse: each names a field of the
+    Semantics; a rule's part names a row of the rules (its op and reduce's op=), a domain's
+    part a method or an entry of its tables; each prints as the dotted name reports use."""
+    import dataclasses
+
+    from gradient_conformance.conformance.diagnosis.variants import DOMAIN_TABLES, Part, parts
+    from gradient_conformance.reference import SPEC, Semantics
+    fields = {f.name for f in dataclasses.fields(Semantics)}
+    seen = set()
+    for variant in CATALOGUE.values():
+        for part in parts(variant):
+            assert isinstance(part, Part) and part.field in fields, (variant.name, part)
+            if part.field == "rules":
+                row = ".".join(filter(None, (part.key, part.sub)))
+                assert row in SPEC.rules or part.key not in SPEC.rules, (variant.name, part)
+            if part.table is not None:
+                assert part.key in DOMAIN_TABLES and part.sub, (variant.name, part)
+            seen.add(str(part))
+    assert {"rules.reduce.max", "domain.overrides.idiv", "domain.fold_row", "post_order"} <= seen
+
+
+@pytest.mark.slow
+def test_the_whole_catalogue_is_killed(figures):
+    """The second tier: `gradient-conformance mutants` over every variant of the catalogue,
+    the ci profile against each, stopping at its first failure: each killed (or listed as
+    equivalent, with its reason), and the command says so."""
+    run = subprocess.run([sys.executable, "-m", "gradient_conformance", "mutants", "--jobs",
+                          "2"], capture_output=True, text=True, timeout=3600)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    killed = re.search(r"^(\d+) of (\d+) killed; survivors: none", run.stdout, re.M)
+    assert killed and killed.group(2) == str(len(CATALOGUE)), run.stdout[-2000:]
+    figures(f"mutants: {killed.group(0)}")
 
 
 def test_a_divergence_parses_its_program_at_most_twice(monkeypatch):

@@ -1,4 +1,5 @@
-"""What the suite says about a divergence is true (SPEC.md, "Diagnosis"): variants compose as
+"""What the suite says about a divergence is true (docs/diagnosis.md, "Diagnosis"): variants
+compose as
 they say or are not paired; a variant is tried wherever what it changes is used; diagnosis and
 location compare as the check compared; a statement is named only when the probes (or a
 variant that reproduces every output) rule the other places out; hash consing is not reported
@@ -320,7 +321,7 @@ def test_a_second_bug_in_one_check_is_reported_and_the_run_ends_with_its_verdict
                      "variants.CATALOGUE['idiv-floors'].semantics())")
     report = tmp_path / "r.json"
     code, output, _ = suite(module, "-q", "-k", "test_exact_programs_bit_for_bit",
-                            f"--report-json={report}")
+                            "--no-shrink", f"--report-json={report}")
     assert code == 1, output[-3000:]
     divergences = json.loads(report.read_text())["divergences"]
     named = [{v["name"] for v in d["diagnosis"].get("variants", [])} for d in divergences]

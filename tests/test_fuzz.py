@@ -1,6 +1,7 @@
 """The fuzzer of issue 5: it keeps what it finds on disk the moment it finds it (a SIGKILL
 loses nothing written), writes its report at the end and on Ctrl-C, deduplicates by
-signature, and shares its Hypothesis database between runs and machines. SPEC.md, "Fuzzing"."""
+signature, and shares its Hypothesis database between runs and machines.
+docs/fuzzing.md, "Fuzzing"."""
 
 from __future__ import annotations
 
@@ -118,13 +119,13 @@ def test_progress_keeps_the_smallest_of_each_signature(tmp_path):
     assert report.ops["add"] == {CHECK: [15, 3]} and report.ops["mul"] == {CHECK: [0, 1]}
     # The store keeps the smallest of each signature, as it arrived: both cases of `sig`
     # were written (the big one first), and the smallest's record is the last written.
-    # Each named by its content, whatever name the record gave (SPEC.md, "Isolation").
+    # Each named by its content, whatever name the record gave (docs/isolation.md, "Isolation").
     assert sorted(p.name for p in (tmp_path / "divergences").glob("*/*.ir")) == sorted(
         case_file_name(CHECK, text + "\n", ".ir") for text in ("a", "a\nb", "a\nb\nc"))
 
 
 def test_each_new_signature_is_said_once_with_its_answer_and_counts_read_the_same(tmp_path):
-    """SPEC.md, "Fuzzing": the driver says each signature the first time it arrives (what
+    """docs/fuzzing.md, "Fuzzing": the driver says each signature the first time it arrives (what
     differs, the diagnosis, the location, the replay command), and names its three counts
     the same on the progress line and in the report."""
     progress = Progress(tmp_path, FAULT, "1 process")
@@ -191,7 +192,7 @@ def _finds_from_the_database(tmp_path, database: str) -> None:
     """A first run finds the fault; a second, allowed one generated example, finds it again
     at once, from the database's replay (the second run may shrink the replayed case
     further, so its program need not be the first run's)."""
-    first = fuzz(FAULT, minutes=3, rounds=6, jobs=1, out=tmp_path / "one", database=database,
+    first = fuzz(FAULT, minutes=3, rounds=3, jobs=1, out=tmp_path / "one", database=database,
                  checks=[CHECK], log=open(os.devnull, "w"))
     assert first.best, "the first run found nothing to store"
     second = fuzz(FAULT, minutes=3, rounds=1, batch=1, jobs=1, out=tmp_path / "two",
@@ -241,7 +242,8 @@ def test_a_redis_database_is_shared(tmp_path):
 
 def test_bad_fuzz_arguments_are_usage_errors(tmp_path):
     for argv in (["--minutes", "0"], ["--minutes", "1", "--check", "nope"],
-                 ["--minutes", "1", "--jobs", "0"]):
+                 ["--minutes", "1", "--jobs", "0"], ["--minutes", "1", "--tasks", "2"],
+                 ["--minutes", "1", "--tasks", "0", "--scheduler", "tcp://127.0.0.1:9"]):
         run = subprocess.run([sys.executable, "-m", "gradient_conformance", "fuzz",
                               f"--impl={FAULT}", "--out", str(tmp_path), *argv], cwd=ROOT,
                              capture_output=True, text=True, timeout=120)

@@ -1,6 +1,6 @@
 """Fuzzing on a Dask cluster (issue 23): a real scheduler and two real workers on loopback,
 one of them killed mid-task; every divergence of a seeded fault still ends in one store and
-one report, and each run leaves a line of history. SPEC.md, "Fuzzing on a cluster"."""
+one report, and each run leaves a line of history. docs/fuzzing.md, "Fuzzing on a cluster"."""
 
 from __future__ import annotations
 
@@ -33,11 +33,11 @@ FAULT = "gradient_conformance.implementations.faults.reversed_fold"
 CHECKS = ("test_gradients_bit_for_bit", "test_shares_are_summed_in_arrival_order")
 
 
-def _fuzz(address: str, out: pathlib.Path, minutes: float) -> subprocess.Popen:
+def _fuzz(address: str, out: pathlib.Path, minutes: float, *sized: str) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "gradient_conformance", "fuzz", f"--impl={FAULT}",
          "--minutes", str(minutes), "--task-seconds", "12", "--scheduler", address,
-         "--out", str(out), *[f"--check={c}" for c in CHECKS]], cwd=ROOT,
+         "--out", str(out), *sized, *[f"--check={c}" for c in CHECKS]], cwd=ROOT,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
 
 
@@ -56,10 +56,17 @@ def _kill_mid_task(address: str, worker: subprocess.Popen, name: str) -> None:
     os.killpg(worker.pid, signal.SIGKILL)
 
 
-def test_a_worker_killed_mid_run_loses_nothing_but_its_task(tmp_path):
+# How a run is sized: in cases (the first tier: three tasks of two batches of each check,
+# the minutes only a cap) or in minutes (the second: the cluster at its scale).
+SIZES = [pytest.param(("--tasks", "3", "--rounds", "2", "--batch", "25"), id="in-cases"),
+         pytest.param((), id="in-minutes", marks=pytest.mark.slow)]
+
+
+@pytest.mark.parametrize("sized", SIZES)
+def test_a_worker_killed_mid_run_loses_nothing_but_its_task(tmp_path, sized):
     out = tmp_path / "out"
     with local_cluster(tmp_path, 2) as (address, workers):
-        driver = _fuzz(address, out, minutes=1.5)  # time to spare on a loaded machine
+        driver = _fuzz(address, out, 1.5, *sized)  # time to spare on a loaded machine
         try:
             _kill_mid_task(address, workers[0], "w0")
             _, stderr = driver.communicate(timeout=400)

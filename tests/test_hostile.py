@@ -1,5 +1,5 @@
 """The hostile battery: implementations that raise, hang, crash, flood, lie or tamper, run
-through the whole suite as a user runs it. SPEC.md, "Isolation" and "Statuses".
+through the whole suite as a user runs it. docs/isolation.md, "Isolation"; SPEC.md, "Statuses".
 
 The cases are data (tests/hostile/battery.toml, beside the implementations they name): each
 must end with its exit status and no INTERNALERROR, fail the checks it names, and say what
@@ -42,7 +42,8 @@ def impl_of(case: dict) -> str:
 @pytest.mark.parametrize("name", sorted(BATTERY["case"]))
 def test_the_suite_survives(name, figures):
     case = {**BATTERY["defaults"], **BATTERY["case"][name]}
-    code, output, seconds = suite(impl_of(case), "-k", case["select"], *case["args"],
+    shrink = [] if case.get("shrink") else ["--no-shrink"]
+    code, output, seconds = suite(impl_of(case), "-k", case["select"], *case["args"], *shrink,
                                   timeout=case["seconds"])
     figures(f"hostile: {name:22} exit {code} in {seconds:5.1f} s")
     assert "INTERNALERROR" not in output, output[-3000:]
@@ -59,7 +60,7 @@ def test_the_suite_survives(name, figures):
 def test_reports_are_written_whatever_the_implementation_says(name, tmp_path):
     html, data = tmp_path / "r.html", tmp_path / "r.json"
     code, output, _ = suite(str(HERE / f"{name}.py"), "-k", "op_form_recip or near_misses",
-                            "--max-examples=3", "-q", f"--report={html}",
+                            "--max-examples=3", "--no-shrink", "-q", f"--report={html}",
                             f"--report-json={data}")
     assert code == 1, output[-3000:]
     page = html.read_bytes().decode("utf-8")  # it is UTF-8, surrogates and all

@@ -1,6 +1,6 @@
 """The reports, replay and vectors of issue 5: what a person sees of a divergence, that
 nothing an implementation says can run in the page, and that every saved case replays.
-SPEC.md, "Reports", "Replay", "Test vectors"."""
+docs/reports.md, "Reports"; docs/commands.md, "Replay" and "Test vectors"."""
 
 from __future__ import annotations
 
@@ -49,10 +49,12 @@ def _suite(tmp_path, impl, *select, extra=()):
 
 @pytest.fixture(scope="module")
 def faulty_run(tmp_path_factory):
-    """The suite's case files and gradient checks against the recip-form fault."""
+    """The suite's case files and gradient checks against the recip-form fault (without
+    shrinking: what the reports show of a divergence does not depend on its size)."""
     out = tmp_path_factory.mktemp("faulty")
     result = _suite(out, "gradient_conformance.implementations.faults.recip_form", "op_form_recip",
-                    "test_gradients_bit_for_bit", "test_forward_error_per_op")
+                    "test_gradients_bit_for_bit", "test_forward_error_per_op",
+                    extra=("--no-shrink",))
     return out, result
 
 
@@ -192,7 +194,8 @@ def test_a_real_browser_renders_the_failing_check(hostile_run, tmp_path):
 def whole_run(tmp_path_factory):
     """Every check against the recip-form fault: the widest page a run makes."""
     out = tmp_path_factory.mktemp("whole")
-    code, output, _ = suite(RECIP_FAULT, "-q", "--max-examples=60", f"--report={out / 'r.html'}")
+    code, output, _ = suite(RECIP_FAULT, "-q", "--max-examples=60", "--no-shrink",
+                            f"--report={out / 'r.html'}")
     assert code == 1, output[-3000:]
     return out / "r.html"
 
@@ -367,7 +370,7 @@ def _explained(check: str, variants: list[dict], location: dict, *, tape: bool =
 
 
 def test_the_op_table_shows_only_implicated_ops_shaded_by_their_ratio():
-    """SPEC.md, "Reports": an order bug lights no op (its explanations point at a fold);
+    """docs/reports.md, "Reports": an order bug lights no op (its explanations point at a fold);
     a rule's bug lights its op alone, the cell as red as divergences over cases; the tape
     checks have their own table."""
     from gradient_conformance.conformance.diagnosis.diagnose import Diagnosis

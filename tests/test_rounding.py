@@ -3,10 +3,11 @@
 exact.py has two backends: MPFR through gmpy2, and `Rational`, a rounding routine written
 here from exact fractions and mpmath at high precision (ties to even, subnormals, overflow by
 hand). They share no arithmetic, and they must agree on every op the IR computes in f32: 10^3
-random bit patterns per op by default and 10^5 with --slow. Half the patterns are uniform over
-all 2^32 (so NaNs, infinities, subnormals and both zeros all occur), half are drawn to stress
-rounding: operands of nearby magnitudes, subnormals, values near overflow and underflow. Hard
-cases are checked against their definitions on both backends.
+random bit patterns per op in the first tier of tests and 10^5 in the second (make test-all).
+Half the patterns are uniform over all 2^32 (so NaNs, infinities, subnormals and both zeros
+all occur), half are drawn to stress rounding: operands of nearby magnitudes, subnormals,
+values near overflow and underflow. Hard cases are checked against their definitions on both
+backends.
 """
 
 from __future__ import annotations
@@ -52,16 +53,14 @@ def _agree(name: str, got: int, want: int, *operands: int) -> None:
         f"expected 0x{want:08x}")
 
 
-def _count(request) -> int:
-    return SLOW_COUNT if request.config.getoption("--slow") else DEFAULT_COUNT
-
-
 @needs_mpfr
 @pytest.mark.parametrize("name", UNARY + BINARY)
-def test_the_backends_agree(name, request, figures):
+@pytest.mark.parametrize("count", [DEFAULT_COUNT,
+                                   pytest.param(SLOW_COUNT, marks=pytest.mark.slow)])
+def test_the_backends_agree(name, count, figures):
+    """10^3 random bit patterns per op in the first tier, 10^5 in the second."""
     ours, theirs = getattr(MPFR, name), getattr(RATIONAL, name)
     rng = random.Random(f"rounding-{name}")
-    count = _count(request)
     for _ in range(count):
         operands = [_pattern(rng, name)]
         if name in BINARY:

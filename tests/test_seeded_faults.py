@@ -1,6 +1,12 @@
 """The conformance suite under the `ci` profile kills every seeded fault, and passes the
 reference and the fast implementation; and a module gives the same outcome of every case in
-its worker as in the suite's process. SPEC.md, "The conformance suite", "Isolation"."""
+its worker as in the suite's process.
+
+Two tiers (README, "The commands on a fresh clone"): `make test` runs each fault with -x,
+the least work that shows it killed, diagnosed by its name and located (its first failing
+check's divergences); `make test-all` runs each under the whole ci profile, every check, as
+the measure of the suite's power. docs/suite.md, "The conformance suite";
+docs/isolation.md, "Isolation"."""
 
 from __future__ import annotations
 
@@ -26,6 +32,7 @@ TAPES = [c.tape for strategy in (tapes(), invalid_tapes())
          for c in draw_cases(strategy, 20, seed=1, key=lambda c: repr(c.tape))]
 
 
+@pytest.mark.slow
 def test_the_reference_passes(figures):
     code, output, seconds = suite("reference", "--profile=ci", "-q")
     assert code == 0, output[-3000:]
@@ -79,6 +86,8 @@ ALSO_AT = {
 
 
 def assert_located_at(name: str, divergences: list[dict], output: str) -> None:
+    """At least one divergence located at the place the fault departs, and every one within
+    the fault's places or saying why not."""
     kind, op = LOCATED_AT[name]
     located = [d["location"] for d in divergences if d["location"].get("line")]
     assert any(w["kind"] == kind and op in (None, w["op"]) for w in located), \
@@ -113,6 +122,25 @@ def assert_diagnosed_as(name: str, divergences: list[dict], output: str) -> int:
     return named
 
 
+@pytest.mark.parametrize("fault", sorted(FAULTS))
+def test_each_seeded_fault_is_killed_named_and_located_at_its_first_failure(fault, tmp_path,
+                                                                            figures):
+    """The first tier's form: the ci profile with -x, so the run stops at the first check
+    that kills the fault (the case files run first). Its divergences name the fault's
+    variant and no other, one is located where the fault departs, and each within the
+    fault's places or says why not."""
+    report = tmp_path / "r.json"
+    code, output, seconds = suite(f"{FAULTS_PACKAGE}.{fault}", "--profile=ci", "-q", "-x",
+                                  f"--report-json={report}")
+    assert code == 1, f"the fault {fault} ({FAULTS[fault][0]}) survived:\n{output[-3000:]}"
+    divergences = json.loads(report.read_text())["divergences"]
+    named = assert_diagnosed_as(DIAGNOSED_AS[fault], divergences, output)
+    assert_located_at(fault, divergences, output)
+    figures(f"kill -x: {fault:20} in {seconds:4.1f} s, by "
+            f"{divergences[0]['check']}; named in {named} of {len(divergences)}")
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("fault", sorted(FAULTS))
 def test_every_seeded_fault_is_killed_and_diagnosed_by_its_name(fault, tmp_path, figures):
     report = tmp_path / "r.json"

@@ -133,7 +133,7 @@ def test_serve_answers_backprop():
                       json.dumps({"id": 2, "backprop": [["input", 1065353216], ["add", 0, 5]]})],
           replies.append)
     first, second = (json.loads(r) for r in replies)
-    # The first reply also says what the module is (SPEC.md, "Adapters": a server says what
+    # The first reply also says what the module is (docs/adapters.md, "Adapters": a server says what
     # it is).
     assert first.pop("name") == reference.NAME and "build" in first.pop("functions")
     first.pop("version", None)
@@ -192,13 +192,23 @@ def test_a_module_with_neither_is_a_usage_error(tmp_path):
     assert code == 2 and "defines neither build(source) nor backprop(tape)" in output
 
 
-@pytest.mark.parametrize("fault", ["tape_program_order", "tape_const_zero",
-                                   "tape_same_operand_once"])
-def test_every_tape_fault_is_killed_and_diagnosed_by_its_name(fault, tmp_path):
+TAPE_FAULTS = ["tape_program_order", "tape_const_zero", "tape_same_operand_once"]
+# The first tier's selection: the tape checks, or the one that kills and locates the fault
+# where the first to kill it (a case file) leaves candidates.
+KILLED_BY = {"tape_same_operand_once": "tapes_bit_for_bit"}
+
+
+@pytest.mark.parametrize("fault", TAPE_FAULTS)
+@pytest.mark.parametrize("tier", [pytest.param("-x", id="first-failure"),
+                                  pytest.param("", id="every-check", marks=pytest.mark.slow)])
+def test_every_tape_fault_is_killed_and_diagnosed_by_its_name(fault, tier, tmp_path):
+    """With -x (the first tier: the first failing tape check's divergences) and over every
+    tape check (the second): named by the fault's variant alone, and located."""
+    select = KILLED_BY.get(fault, "tape") if tier else "tape"
     from tests.test_seeded_faults import DIAGNOSED_AS, assert_diagnosed_as, assert_located_at
     report = tmp_path / "r.json"
-    code, output = _suite(f"gradient_conformance.implementations.faults.{fault}", "-k", "tape",
-                          f"--report-json={report}")
+    code, output = _suite(f"gradient_conformance.implementations.faults.{fault}", "-k", select,
+                          f"--report-json={report}", *filter(None, [tier]))
     assert code == 1, output[-3000:]
     divergences = json.loads(report.read_text())["divergences"]
     assert_diagnosed_as(DIAGNOSED_AS[fault], divergences, output)

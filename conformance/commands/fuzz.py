@@ -1,5 +1,5 @@
 """`gradient-conformance fuzz`: the suite's generated checks, run continuously, in K processes
-or as tasks on a Dask cluster. SPEC.md, "Fuzzing" and "Fuzzing on a cluster".
+or as tasks on a Dask cluster. docs/fuzzing.md, "Fuzzing" and "Fuzzing on a cluster".
 
 Each process or task is the suite itself: a pytest session of the installed checks (and of
 any check files given), with the plugin, against the implementation, whose test loop runs the
@@ -300,10 +300,11 @@ def fuzz(spec: str, *, minutes: float, jobs: int = 1, out: pathlib.Path,
          report: pathlib.Path | None = None, database: str | None = "default",
          checks: list[str] | None = None, batch: int = 50, rounds: int | None = None,
          timeout: float = 20.0, paths: tuple[str, ...] = (), scheduler: str | None = None,
-         contained: tuple[str, ...] = (),
-         task_seconds: float = 60.0, log=sys.stderr) -> Progress:
+         contained: tuple[str, ...] = (), task_seconds: float = 60.0,
+         tasks: int | None = None, log=sys.stderr) -> Progress:
     """Fuzz `spec` for `minutes` in `jobs` processes, or as tasks of `task_seconds` on the
-    Dask cluster at `scheduler`, with the installed checks and those in `paths`; write the
+    Dask cluster at `scheduler` (`tasks` of them at most), with the installed checks and
+    those in `paths`; write the
     report (and its JSON beside it) and a line of history at the end, and on
     KeyboardInterrupt. Returns what it saw; ValueError for a check that is not there."""
     out.mkdir(parents=True, exist_ok=True)
@@ -347,7 +348,8 @@ def fuzz(spec: str, *, minutes: float, jobs: int = 1, out: pathlib.Path,
         if client is None:
             in_processes(jobs, arguments, loop, take, tick)
         else:
-            on_cluster(client, arguments, loop, take, tick, task_seconds=task_seconds, log=log)
+            on_cluster(client, arguments, loop, take, tick, task_seconds=task_seconds, log=log,
+                       tasks=tasks)
     except _Refused as why:
         refused = str(why)
     except KeyboardInterrupt:
@@ -409,7 +411,8 @@ def _rechecked(changes: dict, progress: Progress, timeout: float) -> dict:
     """Not finding a divergence again does not make it fixed: the smallest stored case of
     each signature this run did not see is replayed. It is fixed if the implementation now
     agrees; still diverging if not; and left unseen when there is no stored case to replay
-    (the store was emptied) or the implementation cannot be loaded here. SPEC.md, "History"."""
+    (the store was emptied) or the implementation cannot be loaded here.
+    docs/fuzzing.md, "History"."""
     from gradient_conformance.conformance.commands.replay import replay
     cases = {signature_folder(d): d for d in progress.stored.values() if d.case_name}
     fixed: list[str] = []
@@ -496,6 +499,9 @@ def add_parser(commands) -> None:
                         "the [cluster] extra), instead of in --jobs processes here")
     parser.add_argument("--task-seconds", type=float, default=60.0,
                         help="with --scheduler: how long each task fuzzes (default 60)")
+    parser.add_argument("--tasks", type=int, default=None,
+                        help="with --scheduler: end after this many tasks, each running "
+                        "--rounds batches of each check when given (default: --minutes)")
     parser.add_argument("--memory-limit", default=None, metavar="SIZE",
                         help="as the suite's: the most memory each implementation's process "
                         "may take (default half the machine's, shared among the jobs)")
@@ -513,10 +519,13 @@ def run(args) -> int:
     if (args.jobs is not None and args.jobs < 1) or args.minutes <= 0 or args.task_seconds <= 0:
         raise ValueError("--jobs must be at least 1, and --minutes and --task-seconds more "
                          "than 0")
+    if args.tasks is not None and (args.scheduler is None or args.tasks < 1):
+        raise ValueError("--tasks is a count of tasks on a cluster: give it with --scheduler, "
+                         "and at least 1")
     if args.scheduler is not None:
-        if args.jobs is not None or args.rounds is not None:
-            raise ValueError("with --scheduler the cluster's workers run the cases until "
-                             "--minutes are up: --jobs and --rounds do not apply")
+        if args.jobs is not None:
+            raise ValueError("with --scheduler the cluster's workers run the cases: --jobs "
+                             "does not apply")
         try:
             import distributed  # noqa: F401
         except ImportError:
@@ -530,14 +539,15 @@ def run(args) -> int:
                     report=report, database=args.database, checks=args.checks,
                     batch=args.batch, rounds=args.rounds, timeout=args.case_timeout,
                     paths=tuple(args.paths), scheduler=args.scheduler,
-                    task_seconds=args.task_seconds, contained=contained(args))
+                    task_seconds=args.task_seconds, tasks=args.tasks,
+                    contained=contained(args))
     if progress.interrupted:
         return 2  # as pytest's own exit status for an interrupted run
     return 1 if progress.best else 0
 
 
 def contained(args) -> tuple[str, ...]:
-    """The suite's containment options, as fuzz was given them (SPEC.md, "Isolation"); a
+    """The suite's containment options, as fuzz was given them (docs/isolation.md, "Isolation"); a
     bad size a usage error here, rather than in every session."""
     from gradient_conformance.conformance.transports.confinement import (
         default_memory_limit,
