@@ -93,8 +93,8 @@ def test_each_variant_is_located_where_it_can_depart(name):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", PROGRAMS)
 def test_each_variant_s_ci_run_is_located_where_it_can_depart(name, tmp_path):
-    """The same, over every divergence of a ci run against the variant (`make slow`: about
-    45 s a variant), as the explanation stage located it."""
+    """The same, over every divergence of a ci run against the variant (the second tier,
+    make test-all: about 45 s a variant), as the explanation stage located it."""
     import json
 
     from tests.conftest import suite
