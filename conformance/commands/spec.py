@@ -23,14 +23,18 @@ def sections(text: str) -> list[tuple[int, str, int]]:
     return found
 
 
-def section(text: str, wanted: str) -> str | None:
+def section(text: str, wanted: str, *, exact: tuple[bool, ...] = (True, False),
+            titles: bool = True) -> str | None:
     """The section whose heading is `wanted` (or, failing that, contains it, ignoring
-    case), up to the next heading of its level or above."""
+    case), up to the next heading of its level or above. `exact`: which of the two tries to
+    make; `titles`: whether a document's own title (its one `#` heading) may be the one."""
     lines, heads = text.splitlines(), sections(text)
     key = wanted.strip().strip('"').lower()
-    for exact in (True, False):
+    for whole in exact:
         for n, (level, title, start) in enumerate(heads):
-            if (title.lower() == key) if exact else (key in title.lower()):
+            if level == 1 and not titles:
+                continue
+            if (title.lower() == key) if whole else (key in title.lower()):
                 end = next((s for lv, _, s in heads[n + 1:] if lv <= level), len(lines))
                 return "\n".join(lines[start:end]).rstrip() + "\n"
     return None
@@ -54,26 +58,15 @@ def _names(document: str, *, bare: bool) -> tuple[str, ...]:
 def find(wanted: str, *, exact: tuple[bool, ...] = (True, False)
          ) -> tuple[str, str] | tuple[None, None]:
     """(document, text) of the section `wanted`: an exact heading in any document first, then
-    a heading containing it, each in DOCUMENTS' order."""
+    a heading containing it, each in DOCUMENTS' order. A document's title is no section:
+    `spec NAME.md` prints the document whole."""
+    texts = {d: resource(*d.split("/")).read_text(encoding="utf-8") for d in DOCUMENTS}
     for whole in exact:
-        for document in DOCUMENTS:
-            text = resource(*document.split("/")).read_text(encoding="utf-8")
-            found = _section(text, wanted, whole)
+        for document, text in texts.items():
+            found = section(text, wanted, exact=(whole,), titles=False)
             if found is not None:
                 return document, found
     return None, None
-
-
-def _section(text: str, wanted: str, exact: bool) -> str | None:
-    lines, heads = text.splitlines(), sections(text)
-    key = wanted.strip().strip('"').lower()
-    for n, (level, title, start) in enumerate(heads):
-        if level == 1:
-            continue  # a document's title: `spec NAME.md` prints the document whole
-        if (title.lower() == key) if exact else (key in title.lower()):
-            end = next((s for lv, _, s in heads[n + 1:] if lv <= level), len(lines))
-            return "\n".join(lines[start:end]).rstrip() + "\n"
-    return None
 
 
 def show(wanted: str | None, *, document: str | None = None) -> int:
