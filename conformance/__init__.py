@@ -2,6 +2,7 @@
 rooms and what each may import: outcome.py (the one comparison), running.py (how a check
 runs a case), diagnosis/, transports/ (calling an implementation without trusting it),
 divergence.py (a divergence described once), reduce.py, explain.py, known.py, totals.py,
-failure.py (what follows a divergence, in order), the plugin (options.py, collection.py,
-session.py, and plugin.py, its hooks alone), checks/ (the test modules only) and commands/.
+options.py, failure.py (what follows a divergence, in order), the rest of the plugin
+(collection.py, session.py, and plugin.py, its hooks alone), checks/ (the test modules only)
+and commands/.
 """

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 
 from gradient_conformance.conformance import divergence
 from gradient_conformance.conformance.explain import Budget, Explainer
+from gradient_conformance.conformance.options import MORE_LOOKS
 from gradient_conformance.conformance.reduce import Reduction, reduce_finding
 from gradient_conformance.conformance.running import Diverged, Finding, Tally
 from gradient_conformance.conformance.transports.loading import Abandoned
@@ -38,8 +39,6 @@ from gradient_conformance.conformance.transports.loading import Abandoned
 if TYPE_CHECKING:
     from gradient_conformance.conformance.known import Known
     from gradient_conformance.reports.records import Divergence
-
-MORE_LOOKS = 3  # a generated check's further looks for divergences of other signatures
 
 
 def same(test_id: str, finding: Finding) -> tuple[str, ...]:

@@ -18,6 +18,7 @@ PROFILES = {
 }
 PROPERTY = "gradient_conformance"  # the user_properties entry a check's record rides in
 DEFAULT_OUTPUT = ".gradient-conformance"
+MORE_LOOKS = 3  # a failing generated check's further looks for divergences of other signatures
 USAGE = ("name the implementation to test: --impl=MODULE (a module importable from here), "
          "--impl=path/to/impl.py, --impl=reference, or --impl=cmd:'PROGRAM ARGS' "
          "(gradient-conformance spec \"The protocol\")")

@@ -33,6 +33,7 @@ from gradient_conformance.conformance.options import PROFILES, PROPERTY, USAGE
 from gradient_conformance.conformance.session import Run, isolation, shown
 
 if TYPE_CHECKING:
+    from gradient_conformance.conformance.failure import FailureStage
     from gradient_conformance.conformance.known import Known
 
 RUN_KEY = pytest.StashKey["Run | None"]()
@@ -225,11 +226,11 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function):
         from gradient_conformance.conformance.failure import diverged
         first = diverged(error)
         if first is not None and run.more_looks:
-            _look_again(run, pyfuncitem, first.finding)
+            _look_again(run, run.stage, pyfuncitem, first.finding)
         raise
 
 
-def _look_again(run: Run, item: pytest.Function, first: Any) -> None:
+def _look_again(run: Run, stage: FailureStage, item: pytest.Function, first: Any) -> None:
     """The check run again by the failure stage, each time with a seed of its own and the
     cases left of its budget."""
     import zlib
@@ -244,6 +245,5 @@ def _look_again(run: Run, item: pytest.Function, first: Any) -> None:
         check(**{name: item.funcargs[name] for name in inspect.signature(check).parameters
                  if name in item.funcargs})
 
-    assert run.stage is not None
-    run.stage.look_again(test_id, first, tally, lambda: run.settings.max_examples - tally.cases,
+    stage.look_again(test_id, first, tally, lambda: run.settings.max_examples - tally.cases,
                          again, looks=run.more_looks)

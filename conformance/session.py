@@ -19,7 +19,12 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from gradient_conformance.conformance.collection import check_name, is_check, stable_id
-from gradient_conformance.conformance.options import DEFAULT_OUTPUT, PROFILES, PROPERTY
+from gradient_conformance.conformance.options import (
+    DEFAULT_OUTPUT,
+    MORE_LOOKS,
+    PROFILES,
+    PROPERTY,
+)
 
 if TYPE_CHECKING:
     from gradient_conformance.conformance.failure import FailureStage
@@ -53,7 +58,7 @@ class Run:
         self.stage: FailureStage | None = None  # what follows a divergence (failure.py)
         # A failing generated check's further looks (pytest_pyfunc_call); fuzz, which keeps
         # looking batch after batch, wants none.
-        self.more_looks = 3
+        self.more_looks = MORE_LOOKS
         self.interrupted = ""  # what happened, when the run was cut short
         self.ended_sent = (0, 0)  # this process's Ended, as far as its records have told
         self.reported: set[str] = set()  # the node ids a record came for

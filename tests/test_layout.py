@@ -117,7 +117,7 @@ def test_nothing_outside_the_checks_imports_them():
 
 # The rooms of conformance/, in README's order: each imports only rooms before it.
 ROOMS = ("outcome", "running", "diagnosis", "transports", "explain", "divergence", "reduce",
-         "known", "totals", "failure", "options", "collection", "session", "plugin", "checks",
+         "known", "totals", "options", "failure", "collection", "session", "plugin", "checks",
          "commands")
 
 
