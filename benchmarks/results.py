@@ -19,6 +19,8 @@ import subprocess
 import sys
 import time
 
+from gradient_conformance import without_paths
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 OUT = ROOT / "benchmarks" / "RESULTS.md"
 
@@ -35,11 +37,8 @@ SCRIPTS = [
 
 
 def scrubbed(text: str) -> str:
-    """`text` without this machine's paths: the checkout, the interpreter's prefix, home."""
-    for path, name in ((sys.prefix, "<venv>"), (str(ROOT), "."),
-                       (str(pathlib.Path.home()), "~")):
-        text = text.replace(path + "/", name + "/").replace(path, name)
-    return text
+    """`text` without this machine's paths: the checkout shown as `.`."""
+    return without_paths(text, ROOT)
 
 
 def machine() -> str:

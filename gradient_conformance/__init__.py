@@ -18,8 +18,20 @@ starts, so pytest could not rewrite its asserts anyway, and would warn that it c
 from __future__ import annotations
 
 import pathlib
+import sys
 
 
 def resource(*parts: str) -> pathlib.Path:
     """A file or folder the package ships: resource("cases", "tapes"), resource("SPEC.md")."""
     return pathlib.Path(__file__).parent.joinpath(*parts)
+
+
+def without_paths(text: str, here: str | pathlib.Path) -> str:
+    """`text` for every reader, not only this machine's: the interpreter's prefix, the folder
+    `here` and the home folder replaced by names (<venv>, ., ~). A generated file (the
+    matrix's markdown, benchmarks/RESULTS.md) is written through it."""
+    for path, name in ((sys.prefix, "<venv>"), (str(here), "."),
+                       (str(pathlib.Path.home()), "~")):
+        if len(path) > 1:  # a home of "/" would take every slash
+            text = text.replace(path + "/", name + "/").replace(path, name)
+    return text
