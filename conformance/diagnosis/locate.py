@@ -160,6 +160,10 @@ def changes(variants) -> set[str]:
     return found
 
 
+# The bits of the f32 literals a program may write as two nodes of equal value.
+ZEROS = {exact.encode(0.0): "0.0", exact.encode(-0.0): "-0.0"}
+
+
 class _Asker:
     """The implementation's side of location: the questions asked of it, each a program the
     spec accepts (the program with probes added, or a prefix of it), run through the same
@@ -459,21 +463,24 @@ class _Probe:
                                                                             v.node)[:1]]
         return places
 
+    @functools.cached_property
+    def _zeros_written(self) -> set[int]:
+        """The bits of the f32 literals 0.0 and -0.0 the program writes, of those two."""
+        return {n.attr("value") for n in self.built.graph.nodes
+                if n.is_literal and n.dtype == "f32" and n.attr("value") in ZEROS}
+
     def _zero_literal_places(self, sender) -> list[tuple]:
         """A signed zero that `sender` reads, where the program also writes the other zero:
         its share depends on that operand, and an implementation that made the two literals
         one node (they are equal in value, not in bits) reads the other zero there. Forward
         probes cannot see it: a literal is no statement's value."""
-        zeros = {exact.encode(0.0): "0.0", exact.encode(-0.0): "-0.0"}
-        written = {n.attr("value") for n in self.built.graph.nodes
-                   if n.is_literal and n.dtype == "f32" and n.attr("value") in zeros}
         return [(sender.line, "literal", (
-            f"its literal {zeros[o.attr('value')]}: the program also writes "
-            f"{zeros[other]}, a literal equal in value and not in bits, which the spec keeps "
+            f"its literal {ZEROS[o.attr('value')]}: the program also writes "
+            f"{ZEROS[other]}, a literal equal in value and not in bits, which the spec keeps "
             "a node of its own (SPEC.md, \"Hash consing\")"), "hash-consing")
             for o in dict.fromkeys(sender.operands) if o.is_literal and o.dtype == "f32"
-            and o.attr("value") in zeros
-            for other in written - {o.attr("value")}]
+            and o.attr("value") in ZEROS
+            for other in self._zeros_written - {o.attr("value")}]
 
     def _twins(self, d: Define, node) -> list[str]:
         """The names of the other named nodes, before the gradient `d`, that `node` depends on
