@@ -96,7 +96,7 @@ def reduce_finding(finding: Finding, impl, *, runs: int = RUNS,
     except Abandoned as stopped:
         return Reduction(finding, len(statements), len(statements), search.runs,
                          reason=f"the implementation stopped answering ({stopped})")
-    after = len(best.reading.statements or []) if best.reading is not None else 0
+    after = len(best.reading.statements or [])
     # Nothing removed: the program as the check found it, its text and lines as written.
     return Reduction(best if after < len(statements) else finding, len(statements), after,
                      search.runs, minimal, oracle_errors=search.oracle_errors,
