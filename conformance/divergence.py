@@ -20,7 +20,7 @@ import sys
 import numpy as np
 
 from gradient_conformance.conformance.outcome import Outcome, compare
-from gradient_conformance.conformance.running import Finding
+from gradient_conformance.conformance.running import Finding, ProgramCase, TapeCase
 from gradient_conformance.reference import cases, exact
 from gradient_conformance.reference.errors import IRError
 from gradient_conformance.reference.ops import FEATURES, feature
@@ -38,21 +38,29 @@ STRUCTURE = frozenset({"buffer", "load", "store", "def", "end", "return", "range
 def describe(check: str, test_id: str, finding: Finding) -> Divergence:
     """The divergence record of `finding`, found by `check` (the test `test_id`), not yet
     explained."""
-    if finding.reading is None:
-        return _describe_tape(check, test_id, finding)
-    reading, want, got = finding.reading, finding.want, finding.got
+    case = finding.case
+    if isinstance(case, TapeCase):
+        return _describe_tape(check, test_id, finding, case)
+    return _describe_program(check, test_id, finding, case)
+
+
+def _describe_program(check: str, test_id: str, finding: Finding,
+                      case: ProgramCase) -> Divergence:
+    """A program's divergence: its text with the differing slots' cone and stores
+    highlighted, the reference's trace, and the case file."""
+    reading, want, got = case.reading, finding.want, finding.got
     difference = finding.difference or compare(want, got)
     elements = difference.elements if difference else []
     kind = difference.kind if difference else "none"
     statements = reading.statements or []
-    program, _, stored, listed = _read_cone(finding, elements)
+    program, _, stored, listed = _read_cone(case, want, elements)
     gradients = {s.line for s in statements if s.op == "gradient"}
     highlight = sorted(gradients if finding.rule is not None else stored)
     trace = expanded = ""
     if program is not None and gradients and want.status == "ok":
         trace, expanded = format_trace(program), format_expanded(program)
     case_text = cases.format_case(
-        reading.source, inputs=finding.buffers, slots=reading.slots,
+        reading.source, inputs=case.buffers, slots=reading.slots,
         outputs=want.buffers if want.status == "ok" else None,
         error="any" if want.status == "rejected" else None,
         run_error=want.status == "run-error",
@@ -62,7 +70,7 @@ def describe(check: str, test_id: str, finding: Finding) -> Divergence:
     return Divergence(
         check=check, test_id=test_id, summary=visible(finding.summary),
         source=visible(reading.source), description=visible(finding.description),
-        inputs=_inputs(reading.slots, finding.buffers) if statements else [],
+        inputs=_inputs(reading.slots, case.buffers) if statements else [],
         expected_status=want.status, actual_status=got.status,
         expected_message=want.message, actual_message=got.message,
         elements=elements, highlight=highlight, trace=trace, expanded=expanded,
@@ -70,11 +78,11 @@ def describe(check: str, test_id: str, finding: Finding) -> Divergence:
         ops=listed, case_text=case_text, case_name=case_file_name(check, case_text, ".ir"))
 
 
-def _describe_tape(check: str, test_id: str, finding: Finding) -> Divergence:
+def _describe_tape(check: str, test_id: str, finding: Finding, case: TapeCase) -> Divergence:
     """A tape's divergence: the tape one entry a line (the first differing entry
     highlighted), and each differing derivative as an element of slot 0. Its subject is the
     kinds of entry on the tape, or the rejection expected."""
-    tape, want, got = finding.tape, finding.want, finding.got
+    tape, want, got = case.tape, finding.want, finding.got
     lines = [f"{k}: {entry!r}" for k, entry in enumerate(tape)] if isinstance(tape, list) \
         else [repr(tape)]
     difference = finding.difference or compare(want, got)
@@ -107,12 +115,12 @@ def _tape_trace(tape, want: Outcome) -> str:
         return ""
 
 
-def _read_cone(finding: Finding, elements) -> tuple[Program | None, set[int], set[int],
-                                                    list[str]]:
+def _read_cone(case: ProgramCase, want: Outcome, elements) \
+        -> tuple[Program | None, set[int], set[int], list[str]]:
     """(the built program, the lines of the first differing slot's cone, the lines that
     store it, the ops and rules of that cone, structure left out): what a program's
     divergence is about."""
-    reading, want = finding.reading, finding.want
+    reading = case.reading
     statements = reading.statements or []
     try:
         program = reading.program() if statements and want.status != "rejected" else None
@@ -134,11 +142,12 @@ def subject(finding: Finding) -> tuple[str, str]:
     """(what a finding is about, the kind of difference): its signature without the check,
     by which a check tells a divergence it has found from another (failure.py, a check's
     second look), and the reducer one program's divergence from another's."""
-    if finding.reading is None:
+    case = finding.case
+    if isinstance(case, TapeCase):
         return tuple(describe("", "", finding).signature[1:])  # type: ignore[return-value]
     difference = finding.difference or compare(finding.want, finding.got)
     elements = difference.elements if difference else []
-    listed = _read_cone(finding, elements)[3]
+    listed = _read_cone(case, finding.want, elements)[3]
     return (finding.rule or "+".join(listed), difference.kind if difference else "none")
 
 

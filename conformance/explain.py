@@ -30,7 +30,7 @@ from gradient_conformance.conformance.diagnosis.diagnose import (
     diagnose_tape,
 )
 from gradient_conformance.conformance.diagnosis.locate import Location, locate, locate_tape
-from gradient_conformance.conformance.running import Finding
+from gradient_conformance.conformance.running import Finding, TapeCase
 from gradient_conformance.conformance.transports.loading import Abandoned
 
 BUDGET = 600.0  # seconds a run may spend reducing and explaining divergences, in all
@@ -56,16 +56,17 @@ class Budget:
 def explain_finding(finding: Finding, impl=None) -> tuple[Diagnosis, Location]:
     """The diagnosis and the location of one finding, a program's or a tape's; `impl` is
     asked what location (and the diagnosis of an acceptance) must ask it."""
-    if finding.reading is None:
-        diagnosis = diagnose_tape(finding.tape, finding.want, finding.got)
-        location = locate_tape(finding.tape, finding.want, finding.got, diagnosis.variants) \
-            if isinstance(finding.tape, list) else Location(reason="the tape is not a list")
+    case = finding.case
+    if isinstance(case, TapeCase):
+        diagnosis = diagnose_tape(case.tape, finding.want, finding.got)
+        location = locate_tape(case.tape, finding.want, finding.got, diagnosis.variants) \
+            if isinstance(case.tape, list) else Location(reason="the tape is not a list")
         return diagnosis, location
-    if not finding.reading.statements:
+    if not case.reading.statements:
         reason = "the program does not parse: there is nothing to re-run or probe"
         return Diagnosis(reason=reason), Location(reason=reason)
     try:
-        diagnosis = diagnose_case(finding.reading, finding.buffers, finding.want, finding.got,
+        diagnosis = diagnose_case(case.reading, case.buffers, finding.want, finding.got,
                                   ulps=finding.ulps, impl=impl)
     except Abandoned as stopped:
         diagnosis = Diagnosis(reason=f"not verified: {stopped}")
@@ -73,7 +74,7 @@ def explain_finding(finding: Finding, impl=None) -> tuple[Diagnosis, Location]:
         return diagnosis, Location(reason="no implementation to ask (a divergence described "
                                    "from its record alone)")
     try:
-        location = locate(impl, finding.reading, finding.buffers, finding.want, finding.got,
+        location = locate(impl, case.reading, case.buffers, finding.want, finding.got,
                           rule=finding.rule, ulps=finding.ulps,
                           variants=diagnosis.variants or sorted(
                               {n for pair in diagnosis.pairs for n in pair}))

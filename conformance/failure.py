@@ -108,7 +108,7 @@ class FailureStage:
         """One finding through the stage: reduced, described, explained and saved."""
         key = same(test_id, finding)
         before = self.seen.get(key)
-        original = finding.reading.source if finding.reading is not None else ""
+        original = finding.case.text
         reduction = None
         if self.shrink:
             if before is not None:

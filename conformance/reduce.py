@@ -28,7 +28,14 @@ from dataclasses import dataclass
 
 from gradient_conformance.conformance.divergence import subject
 from gradient_conformance.conformance.outcome import compare
-from gradient_conformance.conformance.running import Finding, Reading, claimed, traps
+from gradient_conformance.conformance.running import (
+    Finding,
+    ProgramCase,
+    Reading,
+    TapeCase,
+    claimed,
+    traps,
+)
 from gradient_conformance.conformance.transports.loading import Abandoned
 from gradient_conformance.reference.syntax import Operand, Statement, format_program
 
@@ -70,10 +77,10 @@ def reduce_finding(finding: Finding, impl, *, runs: int = RUNS,
     """`finding`'s program reduced, keeping its divergence's signature (module docstring).
     `impl`: the implementation as the check called it; `deadline`: the time.monotonic() past
     which it asks no more."""
-    reading = finding.reading
-    if reading is None:
+    case = finding.case
+    if isinstance(case, TapeCase):
         return Reduction(finding, reason="a tape: its entries are the case")
-    statements = reading.statements or []
+    statements = case.reading.statements or []
     if not statements:
         return Reduction(finding, reason="the program does not parse")
     if finding.got.status == "failure":
@@ -85,7 +92,7 @@ def reduce_finding(finding: Finding, impl, *, runs: int = RUNS,
         return Reduction(finding, len(statements), len(statements),
                          reason="its check compares with the true derivative, which the "
                          "reducer does not repeat")
-    search = _Search(finding, impl, runs, deadline)
+    search = _Search(finding, case, impl, runs, deadline)
     try:
         start = search.shows(statements)
         if start is None:
@@ -96,7 +103,7 @@ def reduce_finding(finding: Finding, impl, *, runs: int = RUNS,
     except Abandoned as stopped:
         return Reduction(finding, len(statements), len(statements), search.runs,
                          reason=f"the implementation stopped answering ({stopped})")
-    after = len(best.reading.statements or [])
+    after = best.case.size
     # Nothing removed: the program as the check found it, its text and lines as written.
     return Reduction(best if after < len(statements) else finding, len(statements), after,
                      search.runs, minimal, oracle_errors=search.oracle_errors,
@@ -106,8 +113,10 @@ def reduce_finding(finding: Finding, impl, *, runs: int = RUNS,
 class _Search:
     """One reduction: the original finding, what it is about, and the runs spent."""
 
-    def __init__(self, finding: Finding, impl, runs: int, deadline: float | None = None):
-        self.finding, self.impl, self.budget, self.runs = finding, impl, runs, 0
+    def __init__(self, finding: Finding, case: ProgramCase, impl, runs: int,
+                 deadline: float | None = None):
+        self.finding, self.case, self.impl, self.budget, self.runs = \
+            finding, case, impl, runs, 0
         self.deadline = deadline
         self.out_of_time = False
         # What the reference raised other than an IRError on a smaller program: its bug,
@@ -118,7 +127,7 @@ class _Search:
         got = finding.got
         # Built only, as a check of rejections asks: a rule missed, a program given no
         # buffers, or an acceptance without outputs.
-        self.build_only = finding.rule is not None or not finding.buffers or (
+        self.build_only = finding.rule is not None or not case.buffers or (
             got.status == "ok" and not got.buffers)
         difference = finding.difference or compare(finding.want, got, ulps=finding.ulps)
         said = str(difference) if difference else ""
@@ -153,9 +162,9 @@ class _Search:
         finding = self.finding
         reading = Reading(format_program(statements), measure=False)
         if reading.error is not None or any(
-                finding.reading.slots.get(s) != kept for s, kept in reading.slots.items()):
+                self.case.reading.slots.get(s) != kept for s, kept in reading.slots.items()):
             return self._not("it does not parse, or declares other slots")
-        buffers = {s: a for s, a in finding.buffers.items() if s in reading.slots}
+        buffers = {s: a for s, a in self.case.buffers.items() if s in reading.slots}
         if not self.build_only and set(buffers) != set(reading.slots):
             return self._not("a slot the check gave no contents")
         try:
@@ -179,9 +188,9 @@ class _Search:
         difference = compare(want, got, ulps=finding.ulps)
         if difference is None:
             return self._not("the implementation agrees with the reference on it")
-        found = Finding(f"{self.context}{difference}", want, got, difference,
-                        finding.description, reading, buffers, rule=finding.rule,
-                        ulps=finding.ulps)
+        found = Finding(f"{self.context}{difference}", want, got,
+                        ProgramCase(reading, buffers), difference, finding.description,
+                        rule=finding.rule, ulps=finding.ulps)
         if subject(found) != self.target:
             return self._not(f"its divergence is about {' / '.join(subject(found))}, not "
                              f"{' / '.join(self.target)}")

@@ -20,6 +20,7 @@ import math
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 from hypothesis import assume
@@ -159,21 +160,75 @@ def expected(source: str, buffers, semantics: Semantics = SPEC, *,
     return Reading(source).outcome(buffers, semantics, build_only=build_only)
 
 
+@dataclass(frozen=True)
+class ProgramCase:
+    """A program as the check read it, and the buffers it gave both sides."""
+
+    reading: Reading
+    buffers: dict = field(default_factory=dict)
+
+    @property
+    def text(self) -> str:
+        return self.reading.source
+
+    @property
+    def size(self) -> int:
+        return len(self.reading.statements or [])
+
+    def shown(self) -> str:
+        return f"--- program ---\n{self.reading.source}"
+
+
+@dataclass(frozen=True)
+class TapeCase:
+    """A tape as the check gave it to backprop() (whatever it holds: an invalid tape is a
+    case too)."""
+
+    tape: object
+
+    @property
+    def text(self) -> str:
+        return ""  # a tape has no program text: its record shows the entries
+
+    @property
+    def size(self) -> int:
+        return len(self.tape) if isinstance(self.tape, list) else 1
+
+    def shown(self) -> str:
+        return f"tape: {self.tape!r}"
+
+
+class Case(Protocol):
+    """What every case gives the failure stage (conformance/failure.py): its program's text
+    (empty for a tape), its size in statements or entries, and how a failure shows it. Each
+    stage that treats programs and tapes differently (describe, reduce, explain, known)
+    matches the two kinds, `CaseKind`, exhaustively (mypy's `assert_never`)."""
+
+    @property
+    def text(self) -> str: ...
+
+    @property
+    def size(self) -> int: ...
+
+    def shown(self) -> str: ...
+
+
+CaseKind = ProgramCase | TapeCase
+
+
 @dataclass
 class Finding:
-    """A divergence as a check found it: what to say (`summary`), both outcomes and their
-    difference, and the case: a program (`reading`, `buffers`) or a tape. `rule`: the
+    """A divergence as a check found it: what to say (`summary`), both outcomes, the case
+    (a program and its buffers, or a tape) and the outcomes' difference. `rule`: the
     rejection rule a missed rejection broke. `ulps`: what the check allowed each f32
     element, which whatever explains the finding must allow too, and no more."""
 
     summary: str
     want: Outcome
     got: Outcome
+    case: CaseKind
     difference: Difference | None = None
     description: str = ""
-    reading: Reading | None = None
-    buffers: dict = field(default_factory=dict)
-    tape: object = None
     rule: str | None = None
     ulps: int = 0
     # How the check compared: "outcomes" (compare, within `ulps`, of what the implementation
@@ -187,9 +242,8 @@ class Diverged(AssertionError):
 
     def __init__(self, finding: Finding):
         self.finding = finding
-        case = (f"--- program ---\n{finding.reading.source}" if finding.reading is not None
-                else f"tape: {finding.tape!r}")
-        super().__init__("\n".join(filter(None, [finding.summary, finding.description, case])))
+        super().__init__("\n".join(filter(None, [finding.summary, finding.description,
+                                                 finding.case.shown()])))
 
 
 def merge_figures(a: dict, b: dict) -> dict:
@@ -378,8 +432,9 @@ def verdict(tally: Tally, reading: Reading, buffers, want: Outcome, got: Outcome
     tally.reach(reading, buffers)
     difference = compare(want, got, ulps=ulps)
     if difference is not None:
-        raise tally.diverged(Finding(f"{context}{difference}", want, got, difference,
-                                     description, reading, buffers, ulps=ulps))
+        raise tally.diverged(Finding(f"{context}{difference}", want, got,
+                                     ProgramCase(reading, buffers), difference, description,
+                                     ulps=ulps))
 
 
 def check_case(impl, tally: Tally, case, *, ulps: int = 0) -> None:
@@ -521,7 +576,7 @@ def near_the_truth(tally, reading, buffers, want, got, description: str = "") ->
                     f"slot {slot}[{k}]: the true value is {truth!r}, the reference gives "
                     f"{float(ref[k])!r}; the implementation's {float(mine[k])!r} is off by "
                     f"{error:.3g} ({ulps} ulps), allowed {allowed:.3g} (K = {K}, C = {C})",
-                    want, got, compare(want, got), description, reading, buffers,
+                    want, got, ProgramCase(reading, buffers), compare(want, got), description,
                     comparison="truth"))
 
 

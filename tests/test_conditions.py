@@ -234,7 +234,8 @@ def test_conditions_are_not_measured_while_a_divergence_shrinks():
     tally.case({"max"})
     tally.reach(first)
     assert first.asked == 1 and tally.measuring
-    tally.last = running.Finding("differs", Outcome("ok"), Outcome("ok"))
+    tally.last = running.Finding("differs", Outcome("ok"), Outcome("ok"),
+                                 running.TapeCase([]))
     again = Taken({"max.tie"})
     tally.case({"max"})
     tally.reach(again)

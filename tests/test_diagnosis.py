@@ -202,7 +202,7 @@ def test_a_divergence_parses_its_program_at_most_twice(monkeypatch):
 
     from gradient_conformance.conformance.divergence import describe
     from gradient_conformance.conformance.explain import Explainer
-    from gradient_conformance.conformance.running import Finding
+    from gradient_conformance.conformance.running import Finding, ProgramCase
     from gradient_conformance.reference import syntax
     source, buffers = _case_file("gradient/op_form_recip.ir")
     parsed = []
@@ -219,7 +219,7 @@ def test_a_divergence_parses_its_program_at_most_twice(monkeypatch):
     want = reading.outcome(buffers)
     off = {k: v.copy() for k, v in want.buffers.items()}
     off[1] = (off[1].view(np.uint32) ^ np.uint32(1)).view(np.float32)  # no variant does this
-    finding = Finding("s", want, Outcome("ok", off), reading=reading, buffers=buffers)
+    finding = Finding("s", want, Outcome("ok", off), ProgramCase(reading, buffers))
     d = describe("check", "id", finding)
     Explainer().explain(d, finding)
     assert d.diagnosis["tried"] > 20  # every variant that could matter was built and run

@@ -189,7 +189,8 @@ def test_a_tape_s_constant_is_located_at_the_constant():
     want = backprop_bits(tape)
     got = backprop_bits(tape, CATALOGUE["tape-const-zero"].semantics())
     diagnosis, where = explain_finding(running.Finding(
-        "", Outcome("ok", derivatives=want), Outcome("ok", derivatives=got), tape=tape))
+        "", Outcome("ok", derivatives=want), Outcome("ok", derivatives=got),
+        running.TapeCase(tape)))
     assert "tape-const-zero" in diagnosis.variants
     assert (where.kind, where.line, where.op) == ("leaf", 1, "const"), where.text()
 

@@ -43,8 +43,8 @@ def test_a_known_finding_is_passed_over_and_remembered():
     from hypothesis.errors import UnsatisfiedAssumption
 
     from gradient_conformance.conformance.outcome import Outcome
-    from gradient_conformance.conformance.running import Finding
-    known, new = (Finding(s, Outcome("ok"), Outcome("ok"), tape=[]) for s in ("old", "new"))
+    from gradient_conformance.conformance.running import Finding, TapeCase
+    known, new = (Finding(s, Outcome("ok"), Outcome("ok"), TapeCase([])) for s in ("old", "new"))
     tally = Tally(generated=True)
     tally.expected = lambda finding: "creation-order" if finding is known else None
     with pytest.raises(UnsatisfiedAssumption):

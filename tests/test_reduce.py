@@ -55,8 +55,8 @@ def _finding(impl, source: str, buffers) -> running.Finding:
     got = impl.run_case(source, buffers, reading.slots)
     difference = compare(want, got)
     assert difference is not None, "the fault must show in the padded program"
-    return running.Finding(f"the rule: {difference}", want, got, difference, "", reading,
-                           buffers)
+    return running.Finding(f"the rule: {difference}", want, got,
+                           running.ProgramCase(reading, buffers), difference)
 
 
 def _buffers():
@@ -74,11 +74,11 @@ def test_a_padded_program_is_reduced_to_one_no_statement_of_which_can_go(order_b
     assert reduction.before == 23 and reduction.after <= 16, reduction.line()
     assert subject(reduced) == subject(finding)
     assert reduced.summary.startswith("the rule: ")  # the check's words kept
-    text = reduced.reading.source
+    text = reduced.case.text
     assert "%dead" not in text and "%h" not in text and "%g3" not in text, text
     # Checked apart from the reducer's own candidates: removing any one statement that
     # defines nothing used, or nothing at all, loses the divergence or the program.
-    statements = reduced.reading.statements
+    statements = reduced.case.reading.statements
     for k, s in enumerate(statements):
         rest = statements[:k] + statements[k + 1:]
         if s.target and any(o.text == s.target for r in rest for o in r.operands):
@@ -86,14 +86,14 @@ def test_a_padded_program_is_reduced_to_one_no_statement_of_which_can_go(order_b
         reading = running.Reading(format_program(rest))
         if reading.error is not None:
             continue
-        buffers = {n: a for n, a in finding.buffers.items() if n in reading.slots}
+        buffers = {n: a for n, a in finding.case.buffers.items() if n in reading.slots}
         want = reading.outcome(buffers)
         if want.status != "ok":
             continue
         got = order_bug.run_case(reading.source, buffers, reading.slots)
         again = compare(want, got)
-        assert again is None or subject(running.Finding("", want, got, again, "", reading,
-                                                        buffers)) != subject(finding), \
+        assert again is None or subject(running.Finding(
+            "", want, got, running.ProgramCase(reading, buffers), again)) != subject(finding), \
             f"statement {k + 1} could go: {format_program(rest)}"
     assert reduction.line().startswith("reduced: from 23 statements to ")
     # Reduced again, nothing goes: the finding is kept as it is, its text and lines too.
@@ -106,7 +106,8 @@ def test_the_reducer_keeps_to_the_check_s_comparison(order_bug):
     finding.comparison = "truth"
     reduction = reduce_finding(finding, order_bug)
     assert reduction.finding is finding and "true derivative" in reduction.reason
-    tape = running.Finding("x", Outcome("ok"), Outcome("ok"), tape=[["input", 1.0]])
+    tape = running.Finding("x", Outcome("ok"), Outcome("ok"),
+                           running.TapeCase([["input", 1.0]]))
     assert "a tape" in reduce_finding(tape, order_bug).reason
 
 
@@ -138,7 +139,7 @@ def test_the_oracle_failing_on_a_smaller_program_is_said_not_fatal(order_bug, mo
     monkeypatch.setattr(running.Reading, "outcome", flaky)
     reduction = reduce_finding(finding, order_bug)
     assert reduction.oracle_errors and "TypeError: a bug of the oracle's" in reduction.line()
-    assert "%dead" in reduction.finding.reading.source or reduction.finding is finding
+    assert "%dead" in reduction.finding.case.text or reduction.finding is finding
 
 
 def test_a_store_index_that_is_a_buffer_is_rejected_at_build():

@@ -18,7 +18,7 @@ import pytest
 from gradient_conformance.conformance.commands.replay import replay
 from gradient_conformance.conformance.divergence import describe
 from gradient_conformance.conformance.outcome import Outcome
-from gradient_conformance.conformance.running import Finding, Reading
+from gradient_conformance.conformance.running import Finding, ProgramCase, Reading
 from gradient_conformance.conformance.transports.loading import load
 from gradient_conformance.reference import cases
 from gradient_conformance.reference.tape import load_tape_case
@@ -237,8 +237,7 @@ def test_json_round_trips_and_refuses_other_schemas():
     buffers = cases.initial_buffers(case, slots)
     want = Outcome("ok", {1: np.array(1.0, np.float32)})
     got = Outcome("ok", {1: np.array(-0.0, np.float32)})
-    d = describe("check", "id", Finding("s", want, got, reading=Reading(source),
-                                        buffers=buffers))
+    d = describe("check", "id", Finding("s", want, got, ProgramCase(Reading(source), buffers)))
     assert d.signature[2] == "bits" and d.elements[0].ulps is not None
     report = Report(implementation={"name": "x"}, divergences=[d])
     again = from_json(to_json(report))
@@ -256,11 +255,11 @@ def test_kinds_of_difference():
     for got in ([-0.0, 1.0, np.nan, np.inf], [0.0, np.nan, np.nan, np.inf],
                 [0.0, 1.0, np.nan, 3.0], [0.0, 1.5, np.nan, np.inf]):
         d = describe("c", "i", Finding("", want, Outcome("ok", {0: np.array(got, np.float32)}),
-                                       reading=Reading(src)))
+                                       ProgramCase(Reading(src))))
         kinds.append(d.signature[2])
     assert kinds == ["signed-zero", "nan", "infinity", "bits"]
     rejected = describe("c", "i", Finding("", want, Outcome("rejected", message="no"),
-                                          reading=Reading(src)))
+                                          ProgramCase(Reading(src))))
     assert rejected.signature == ("c", "sqrt", "ok->rejected")
 
 

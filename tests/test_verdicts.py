@@ -164,9 +164,9 @@ def test_several_failures_of_one_check_are_described_by_the_first():
     first divergence in it, diagnosed and located, not the group's text."""
     from gradient_conformance.conformance.failure import diverged as _diverged
     from gradient_conformance.conformance.outcome import Outcome
-    from gradient_conformance.conformance.running import Diverged, Finding
-    first = Diverged(Finding("first", Outcome("ok"), Outcome("rejected"), tape=[]))
-    second = Diverged(Finding("second", Outcome("ok"), Outcome("rejected"), tape=[]))
+    from gradient_conformance.conformance.running import Diverged, Finding, TapeCase
+    first = Diverged(Finding("first", Outcome("ok"), Outcome("rejected"), TapeCase([])))
+    second = Diverged(Finding("second", Outcome("ok"), Outcome("rejected"), TapeCase([])))
     group = BaseExceptionGroup("two bugs", [ValueError("not one"),
                                             ExceptionGroup("inner", [first, second])])
     assert _diverged(group) is first

@@ -58,8 +58,8 @@ def run_case_file(impl, tally, path):
         difference = compare(want, got)
         if difference is not None:
             raise tally.diverged(running.Finding(
-                f"expected a rejection ({case.error}): {difference}", want, got, difference,
-                description, reading, rule=case.error))
+                f"expected a rejection ({case.error}): {difference}", want, got,
+                running.ProgramCase(reading), difference, description, rule=case.error))
         return
     buffers = running.case_file_buffers(case, reading.slots)
     trapping = running.traps(impl, reading, buffers)

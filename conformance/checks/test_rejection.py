@@ -25,8 +25,9 @@ def test_invalid_gradients_are_rejected(impl, tally, data):
     difference = compare(want, got)
     if difference is not None:
         raise tally.diverged(running.Finding(
-            f"the rule [{case.expect_error}] was missed: {difference}", want, got, difference,
-            case.description, reading, case.buffers, rule=case.expect_error))
+            f"the rule [{case.expect_error}] was missed: {difference}", want, got,
+            running.ProgramCase(reading, case.buffers), difference, case.description,
+            rule=case.expect_error))
 
 
 @given(data=st.data())

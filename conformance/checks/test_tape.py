@@ -12,7 +12,15 @@ from hypothesis import strategies as st
 
 from gradient_conformance import resource
 from gradient_conformance.conformance.outcome import Outcome, compare
-from gradient_conformance.conformance.running import DIGITS, STEP, C, Finding, K, ulp
+from gradient_conformance.conformance.running import (
+    DIGITS,
+    STEP,
+    C,
+    Finding,
+    K,
+    TapeCase,
+    ulp,
+)
 from gradient_conformance.generators.tapes import invalid_tapes, order_sensitive_tapes, tapes
 from gradient_conformance.reference import exact
 from gradient_conformance.reference.realvalued import Real
@@ -30,8 +38,8 @@ def tape_verdict(tally, tape, want: Outcome, got: Outcome, description: str,
     matching any NaN; a rejection by kind only)."""
     difference = compare(want, got)
     if difference is not None:
-        raise tally.diverged(Finding(f"{context}{difference}", want, got, difference,
-                                     description, tape=tape))
+        raise tally.diverged(Finding(f"{context}{difference}", want, got, TapeCase(tape),
+                                     difference, description))
 
 
 def check_tape(impl, tally, case) -> None:
@@ -87,7 +95,7 @@ def test_tape_derivatives_are_near_the_true_derivative(impl, tally, data):
             raise tally.diverged(Finding(
                 f"entry {k}: the true derivative is {truth!r}, the implementation's {mine!r} "
                 f"is off by {error:.3g}, allowed {allowed:.3g} (K = {K}, C = {C})", want, got,
-                compare(want, got), case.description, tape=case.tape))
+                TapeCase(case.tape), compare(want, got), case.description))
 
 
 @given(data=st.data())

@@ -92,13 +92,13 @@ def replay(impl, path: str, *, trace: bool = False, diagnose: bool = False) -> t
     if diagnose and (not agrees or unclaimed is not None):
         got = whole
         from gradient_conformance.conformance.explain import explain_finding
-        from gradient_conformance.conformance.running import Finding
+        from gradient_conformance.conformance.running import Finding, ProgramCase
         if want.status == "ok" and got.status == "ok":
             # Explained against the reference's own outcome on every slot: the case file
             # may expect some of them only.
             want = reading.outcome(buffers)
         diagnosis, location = explain_finding(Finding(
-            "", want, got, reading=reading, buffers=buffers,
+            "", want, got, ProgramCase(reading, buffers),
             rule=case.error if case.error != "any" else None), impl)
         lines += [diagnosis.line(), location.text()]
     return agrees, "\n".join([*lines, _verdict(agrees)])
@@ -177,8 +177,8 @@ def replay_tape(impl, path: str, *, diagnose: bool = False) -> tuple[bool, str]:
     agrees = difference is None
     if diagnose and not agrees:
         from gradient_conformance.conformance.explain import explain_finding
-        from gradient_conformance.conformance.running import Finding
-        diagnosis, location = explain_finding(Finding("", want, got, tape=case["tape"]))
+        from gradient_conformance.conformance.running import Finding, TapeCase
+        diagnosis, location = explain_finding(Finding("", want, got, TapeCase(case["tape"])))
         lines += [diagnosis.line(), location.text()]
     return agrees, "\n".join([*lines, _verdict(agrees)])
 

@@ -30,7 +30,7 @@ from gradient_conformance.conformance.diagnosis.variants import (
     implicated_ops,
 )
 from gradient_conformance.conformance.outcome import Outcome, compare
-from gradient_conformance.conformance.running import Reading, traps
+from gradient_conformance.conformance.running import Finding, Reading, TapeCase, traps
 from gradient_conformance.reference.interp import NUMPY_DTYPES
 from gradient_conformance.reference.tape import backprop_bits
 
@@ -230,23 +230,24 @@ def _tape_reproduces(tape, variant: Variant, got: Outcome) -> bool:
     return compare(Outcome("ok", derivatives=bits), got) is None
 
 
-def reproduced_by(finding, names) -> str | None:
+def reproduced_by(finding: Finding, names) -> str | None:
     """The first of the variants `names` that gives exactly what the implementation gave in
     `finding` (a case or a tape), compared as its check compared (its ulps); or None. How a
     known divergence is told by what it is (conformance/known.py)."""
     for name in names:
         variant = CATALOGUE[name]
-        if finding.tape is not None:
+        case = finding.case
+        if isinstance(case, TapeCase):
             if variant.tape and finding.got.status == "ok" and \
-                    _tape_reproduces(finding.tape, variant, finding.got):
+                    _tape_reproduces(case.tape, variant, finding.got):
                 return name
             continue
-        reading = finding.reading
-        if reading is None or variant.tape or finding.got.status == "failure" or \
+        reading = case.reading
+        if variant.tape or finding.got.status == "failure" or \
                 not applies(variant, reading.features):
             continue
         build_only = finding.got.status == "ok" and not finding.got.buffers
-        outcome = run_variant(reading, variant.semantics(), finding.buffers,
+        outcome = run_variant(reading, variant.semantics(), case.buffers,
                               build_only=build_only)
         if reproduces(outcome, finding.got, finding.ulps):
             return name
