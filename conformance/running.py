@@ -59,7 +59,8 @@ class Reading:
     spec also measures the conditions it took; not for a re-run of a case already counted
     (Hypothesis's shrink, the reducer), whose conditions nobody reads."""
 
-    def __init__(self, source: str, statements=(), *, measure: bool = True):
+    def __init__(self, source: str, statements=(), *, measure: bool = True,
+                 built: Program | None = None):
         self.source, self.measure = source, measure
         self.statements: list | None = list(statements) or None  # parsed already, if given
         self.error: IRError | None = None
@@ -68,7 +69,8 @@ class Reading:
                 self.statements = parse(source)
             except IRError as problem:
                 self.error = problem
-        self._spec: Program | IRError | None = None
+        # The spec's build, kept; given by a strategy that built it from these statements.
+        self._spec: Program | IRError | None = built if self.statements else None
         self.reached: frozenset[str] | None = None  # the conditions of its last run
 
     def conditions(self, buffers=None) -> frozenset[str]:
@@ -396,12 +398,14 @@ def hash_consed_gradients(program: Program) -> list[Define]:
             and made_by_gradient(program, s.expansion.x) is not None]
 
 
-def run_both(impl, source: str, buffers, statements=(), *,
+def run_both(impl, source: str, buffers, statements=(), *, built: Program | None = None,
              tally: Tally | None = None) -> tuple[Reading, Outcome, Outcome]:
-    """The program read (from `statements`, when the case was drawn with them), the
-    reference's outcome on it, and the implementation's. With the check's `tally`, the
-    conditions are measured only while it counts cases (not while Hypothesis shrinks)."""
-    reading = Reading(source, statements, measure=tally is None or tally.measuring)
+    """The program read (from `statements` and the spec's build of them, when the case was
+    drawn with them), the reference's outcome on it, and the implementation's. With the
+    check's `tally`, the conditions are measured only while it counts cases (not while
+    Hypothesis shrinks)."""
+    reading = Reading(source, statements, measure=tally is None or tally.measuring,
+                      built=built)
     want = reading.outcome(buffers)
     trapping = traps(impl, reading, buffers)
     if trapping:
@@ -441,7 +445,7 @@ def check_case(impl, tally: Tally, case, *, ulps: int = 0) -> None:
     """A generated case on both; Diverged if they differ (in what the implementation
     claims: `claimed`)."""
     reading, want, got = run_both(impl, case.source, case.buffers, case.parsed,
-                                   tally=tally)
+                                   built=case.built, tally=tally)
     want, got, _ = claimed(impl, reading, want, got)
     verdict(tally, reading, case.buffers, want, got, ulps=ulps, description=case.description)
 

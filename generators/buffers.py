@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 from hypothesis import assume
@@ -160,16 +161,24 @@ def buffers_for(draw, source: str, *, mode: str = "anything", min_kink_distance:
     special values.
     """
     return fill(draw, parse(source), mode=mode, min_kink_distance=min_kink_distance,
-                f32_values=f32_values)[0]
+                f32_values=f32_values).buffers
+
+
+class Filled(NamedTuple):
+    """What `fill` drew: the buffers; in smooth mode, their kink distance and the program as
+    the spec builds it (which the check reads again rather than build again), else None."""
+
+    buffers: dict
+    kink_distance: float | None
+    built: object
 
 
 def fill(draw, statements, *, mode: str = "anything", min_kink_distance: float = 1e-3,
-         f32_values: list[float] | None = None):
-    """buffers_for, for a program already parsed, drawn with the caller's `draw`: (the
-    buffers, their kink distance in smooth mode or else None), so that a drawn case runs the
-    real-valued interpreter only here: once, or once per dealing tried (DEALINGS). A plain
-    function, not a strategy: a strategy of its own, made anew for each program, would be
-    validated anew by Hypothesis (choices.py)."""
+         f32_values: list[float] | None = None) -> Filled:
+    """buffers_for, for a program already parsed, drawn with the caller's `draw` (Filled),
+    so that a drawn case runs the real-valued interpreter only here: once, or once per
+    dealing tried (DEALINGS). A plain function, not a strategy: a strategy of its own, made
+    anew for each program, would be validated anew by Hypothesis (choices.py)."""
     assert mode in ("anything", "smooth"), mode
     arrays, dealt_slots = {}, []
     if f32_values:
@@ -193,7 +202,7 @@ def fill(draw, statements, *, mode: str = "anything", min_kink_distance: float =
         arrays[slot] = np.array(values, dtype=NUMPY[dtype]).reshape(shape)
     values = f32_values or []
     if mode != "smooth":
-        return _deal(arrays, dealt_slots, values, 0), None
+        return Filled(_deal(arrays, dealt_slots, values, 0), None, None)
     # Dealt values that bring the run near a kink are dealt again from the next one on,
     # before the draw is thrown away: another dealing is another point of the same program.
     # The program is built once for all its dealings.
@@ -205,5 +214,5 @@ def fill(draw, statements, *, mode: str = "anything", min_kink_distance: float =
         dealt = _deal(arrays, dealt_slots, values, turn)
         distance = _margin(program, dealt)
         if distance >= min_kink_distance:
-            return dealt, distance
+            return Filled(dealt, distance, program)
     assume(False)

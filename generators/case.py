@@ -18,7 +18,8 @@ class Case:
     `features`: the ops and features the program uses (`higher_order` among them), so a suite
     can leave out what an implementation does not support. `parsed`: the program's statements
     as the writer parsed them (empty where it did not), so the check reads the program
-    without parsing it again.
+    without parsing it again; `built`: the program as the spec builds it, where the strategy
+    built it (to measure the kink distance), so the check does not build it again.
     """
 
     source: str
@@ -28,6 +29,7 @@ class Case:
     kink_distance: float | None = None
     features: frozenset[str] = field(default_factory=frozenset)
     parsed: tuple = field(default=(), repr=False, compare=False)
+    built: object = field(default=None, repr=False, compare=False)
 
     @property
     def statements(self) -> int:

@@ -108,10 +108,11 @@ def _case(draw, w: Writer, *, mode: str, kind: str, expect_error=None, how: str 
     """The case the writer wrote, from one parse of its program: its buffers, its kink
     distance (in smooth mode), its features and its description all read those statements."""
     source, statements = w.program()
-    buffers, distance = fill(draw, statements, mode=mode, f32_values=f32_values)
+    filled = fill(draw, statements, mode=mode, f32_values=f32_values)
     features = features_of_statements(statements)
-    return Case(source, buffers, expect_error, how or _describe(kind, statements, features),
-                distance, features, tuple(statements))
+    return Case(source, filled.buffers, expect_error,
+                how or _describe(kind, statements, features), filled.kink_distance, features,
+                tuple(statements), filled.built)
 
 
 def programs(*, min_steps: int = 1, max_steps: int = 12, exclude=frozenset(),

@@ -39,7 +39,7 @@ def test_gradients_are_near_the_true_derivative(impl, tally, data):
     case = data.draw(differentiable_programs(exclude=running.exclusions(impl)))
     running.supported(impl, case, tally)
     reading, want, got = running.run_both(impl, case.source, case.buffers, case.parsed,
-                                              tally=tally)
+                                          built=case.built, tally=tally)
     if got.status != "ok":  # the verdict counts the case's conditions
         running.verdict(tally, reading, case.buffers, want, got, description=case.description)
     else:
