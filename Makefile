@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 CORE := $(VENV)/.core
 TEST := $(VENV)/.test
 
-.PHONY: test test-all conformance lint slow bench clean mxnet tfjs
+.PHONY: test test-all conformance lint slow bench systems clean mxnet tfjs
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -90,6 +90,19 @@ bench: $(TEST)
 	$(PY) -m pytest benchmarks $(foreach i,$(IMPLS),--impl=$(i)) -p no:cacheprovider \
 		--benchmark-json=out/benchmarks.json
 	$(PY) -m benchmarks.results
+
+# docs/systems.md, generated whole: the ci profile against every system this checkout can
+# run, with the systems the tests do not install (JAX, TensorFlow, PyTensor, Warp, Dr.Jit)
+# added to the venv first. Not part of the tests: the second tier runs the matrix of the
+# systems `make test` installs, into a temporary folder.
+SYSTEMS := $(VENV)/.systems
+$(SYSTEMS): pyproject.toml $(TEST)
+	$(PY) -m pip install --quiet -e '.[jax,tensorflow,pytensor,warp,drjit]'
+	touch $(SYSTEMS)
+
+systems: $(SYSTEMS) $(MXNET) $(TFJS)
+	$(VENV)/bin/gradient-conformance matrix --systems --report out/matrix/matrix.html \
+		--markdown docs/systems.md
 
 lint: $(TEST)
 	$(VENV)/bin/ruff check .
