@@ -35,14 +35,6 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def _size(text: str) -> int:
-    from gradient_conformance.conformance.transports.confinement import parse_size
-    try:
-        return parse_size(text)
-    except ValueError as problem:
-        raise argparse.ArgumentTypeError(str(problem)) from None
-
-
 def _positive_seconds(text: str) -> float:
     try:
         value = float(text)
@@ -101,15 +93,8 @@ def add_options(parser) -> None:
                     help="call a Python implementation in the suite's own process, for a "
                     "debugger: UNPROTECTED, a crash or a hang of the implementation is the "
                     "suite's")
-    group.addoption("--conformance-memory-limit", type=_size, default=None, metavar="SIZE",
-                    help="the most memory the implementation's process may take (8G, 512M; "
-                    "default: half the machine's, shared among xdist's processes)")
-    group.addoption("--conformance-sandbox", default="auto", choices=["auto", "bwrap", "none"],
-                    help="run the implementation in a bubblewrap sandbox: auto (where "
-                    "bubblewrap works; the default), bwrap (or a usage error), none")
-    group.addoption("--conformance-pass-env", action="append", default=[], metavar="NAME",
-                    help="an environment variable the implementation's process is given "
-                    "(it gets only a short allow-list otherwise); again for more")
+    from gradient_conformance.conformance.commands.suite import add_containment
+    add_containment(group.addoption, "--conformance-")
     group.addoption("--conformance-xfails-file", default=None, metavar="FILE",
                     help="checks or case files expected to fail: one a line, each matched as "
                     "a part of the stable id (test_forward.py::test_name[param])")

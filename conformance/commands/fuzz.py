@@ -38,7 +38,11 @@ from gradient_conformance.conformance.commands.fuzz_workers import (
     on_cluster,
     open_database,
 )
-from gradient_conformance.conformance.commands.suite import load_implementation, suite_arguments
+from gradient_conformance.conformance.commands.suite import (
+    add_containment,
+    load_implementation,
+    suite_arguments,
+)
 from gradient_conformance.conformance.divergence import save, write_atomically
 from gradient_conformance.conformance.totals import Totals
 from gradient_conformance.reports.html import render
@@ -502,15 +506,7 @@ def add_parser(commands) -> None:
     parser.add_argument("--tasks", type=int, default=None,
                         help="with --scheduler: end after this many tasks, each running "
                         "--rounds batches of each check when given (default: --minutes)")
-    parser.add_argument("--memory-limit", default=None, metavar="SIZE",
-                        help="as the suite's: the most memory each implementation's process "
-                        "may take (default half the machine's, shared among the jobs)")
-    parser.add_argument("--sandbox", default="auto", choices=["auto", "bwrap", "none"],
-                        help="as the suite's: bubblewrap where it works (default), insist, "
-                        "or none")
-    parser.add_argument("--pass-env", action="append", default=[], metavar="NAME",
-                        help="as the suite's: an environment variable the implementation is "
-                        "given; again for more")
+    add_containment(parser.add_argument, "--")
     parser.add_argument("paths", nargs="*", metavar="CHECK_FILE",
                         help="check files of your own to fuzz beside the installed ones")
 
@@ -547,15 +543,12 @@ def run(args) -> int:
 
 
 def contained(args) -> tuple[str, ...]:
-    """The suite's containment options, as fuzz was given them (docs/isolation.md, "Isolation"); a
-    bad size a usage error here, rather than in every session."""
-    from gradient_conformance.conformance.transports.confinement import (
-        default_memory_limit,
-        parse_size,
-    )
+    """The suite's containment options, as fuzz was given them (docs/isolation.md,
+    "Isolation"), for each session it starts; a bad size was a usage error already."""
+    from gradient_conformance.conformance.transports.confinement import default_memory_limit
     out = [f"--sandbox={args.sandbox}", *(f"--pass-env={n}" for n in args.pass_env)]
-    if args.memory_limit is not None:
-        out.append(f"--memory-limit={parse_size(args.memory_limit)}")
+    if args.memory_limit is not None:  # parsed already (options.add_containment)
+        out.append(f"--memory-limit={args.memory_limit}")
     elif args.scheduler is None:  # the jobs share this machine; a cluster's worker, its own
         out.append(f"--memory-limit={default_memory_limit(args.jobs or 1)}")
     return tuple(out)
