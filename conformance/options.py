@@ -35,6 +35,30 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _size(text: str) -> int:
+    """A size option's value (8G, 512M) in bytes; else argparse's usage error."""
+    from gradient_conformance.conformance.transports.confinement import parse_size
+    try:
+        return parse_size(text)
+    except ValueError as problem:
+        raise argparse.ArgumentTypeError(str(problem)) from None
+
+
+def add_containment(add, prefix: str) -> None:
+    """The implementation's containment options (docs/isolation.md, "Isolation"), declared
+    once for the suite (`add` is pytest's addoption, `prefix` "--conformance-") and for every
+    command that starts the implementation itself (argparse's add_argument, "--")."""
+    add(f"{prefix}memory-limit", type=_size, default=None, metavar="SIZE",
+        help="the most memory the implementation's process may take (8G, 512M; default: half "
+        "the machine's, shared among the processes that run it at once: xdist's, fuzz's jobs)")
+    add(f"{prefix}sandbox", default="auto", choices=["auto", "bwrap", "none"],
+        help="run the implementation in a bubblewrap sandbox: auto (where bubblewrap works; "
+        "the default), bwrap (or a usage error), none")
+    add(f"{prefix}pass-env", action="append", default=[], metavar="NAME",
+        help="an environment variable the implementation's process is given (it gets only a "
+        "short allow-list otherwise); again for more")
+
+
 def _positive_seconds(text: str) -> float:
     try:
         value = float(text)
@@ -93,7 +117,6 @@ def add_options(parser) -> None:
                     help="call a Python implementation in the suite's own process, for a "
                     "debugger: UNPROTECTED, a crash or a hang of the implementation is the "
                     "suite's")
-    from gradient_conformance.conformance.commands.suite import add_containment
     add_containment(group.addoption, "--conformance-")
     group.addoption("--conformance-xfails-file", default=None, metavar="FILE",
                     help="checks or case files expected to fail: one a line, each matched as "

@@ -38,12 +38,9 @@ from gradient_conformance.conformance.commands.fuzz_workers import (
     on_cluster,
     open_database,
 )
-from gradient_conformance.conformance.commands.suite import (
-    add_containment,
-    load_implementation,
-    suite_arguments,
-)
+from gradient_conformance.conformance.commands.suite import load_implementation, suite_arguments
 from gradient_conformance.conformance.divergence import save, write_atomically
+from gradient_conformance.conformance.options import add_containment
 from gradient_conformance.conformance.totals import Totals
 from gradient_conformance.reports.html import render
 from gradient_conformance.reports.records import (

@@ -76,32 +76,6 @@ class _Declared:
                                    kw.get("action") == "store_true"))
 
 
-def size(text: str) -> int:
-    """A size option's value (8G, 512M) in bytes; else argparse's usage error."""
-    from gradient_conformance.conformance.transports.confinement import parse_size
-    try:
-        return parse_size(text)
-    except ValueError as problem:
-        raise argparse.ArgumentTypeError(str(problem)) from None
-
-
-def add_containment(add, prefix: str) -> None:
-    """The implementation's containment options (docs/isolation.md, "Isolation"), declared
-    once for the suite (`add` is pytest's addoption, `prefix` "--conformance-") and for every
-    command that starts the implementation itself (argparse's add_argument, "--"). Here, not
-    in options.py, which imports pytest: a command's parser is made at every start, `serve`'s
-    included, which runs without pytest."""
-    add(f"{prefix}memory-limit", type=size, default=None, metavar="SIZE",
-        help="the most memory the implementation's process may take (8G, 512M; default: half "
-        "the machine's, shared among the processes that run it at once: xdist's, fuzz's jobs)")
-    add(f"{prefix}sandbox", default="auto", choices=["auto", "bwrap", "none"],
-        help="run the implementation in a bubblewrap sandbox: auto (where bubblewrap works; "
-        "the default), bwrap (or a usage error), none")
-    add(f"{prefix}pass-env", action="append", default=[], metavar="NAME",
-        help="an environment variable the implementation's process is given (it gets only a "
-        "short allow-list otherwise); again for more")
-
-
 def suite_options() -> list[Option]:
     """The suite's options, with what each does and takes, from the plugin's declarations."""
     from gradient_conformance.conformance import options
