@@ -75,12 +75,12 @@ def _run(args) -> int:
             raise ValueError(f"--in {item}: the program declares no slot {slot}")
         dtype, shape = slots[slot]
         tokens = [t for t in values.replace(",", " ").split() if t]
-        array = np.array([cases.value(t, dtype) for t in tokens], dtype=cases.NUMPY[dtype])
+        array = cases.values_array([cases.value(t, dtype) for t in tokens], dtype)
         if array.size not in (1, int(np.prod(shape))):
             raise ValueError(f"--in {item}: {array.size} values for shape {list(shape)}")
         # One value fills the whole slot; otherwise the values are the slot, row-major.
         case.inputs[slot] = array.reshape(shape) if array.size == int(np.prod(shape)) else \
-            np.full(shape, array[0], dtype=array.dtype)
+            np.repeat(array, int(np.prod(shape))).reshape(shape)
     final = Runner(program)(cases.initial_buffers(case, slots))
     for slot, values in final.items():
         print(f"out {slot} = {_format_values(values, args.bits)}")

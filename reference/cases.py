@@ -45,17 +45,26 @@ class Case:
 
 
 def value(token: str, dtype: str):
-    """One value of an expectation: decimal (rounded once, exactly), 0x bits, true/false."""
+    """One value of an expectation: decimal (rounded once, exactly), 0x bits, true/false.
+    An f32 is its bits (an int), never a Python float, through which a signalling NaN would
+    reach numpy quiet: `values_array` makes the array from them."""
     if dtype == "bool":
         if token not in ("true", "false"):
             raise ValueError(f"a bool is true or false, not {token!r}")
         return token == "true"
     if token.lower().startswith("0x"):
         bits = int(token, 16)
-        return exact.decode(bits) if dtype == "f32" else exact.to_signed(bits)
+        return bits if dtype == "f32" else exact.to_signed(bits)
     if dtype == "f32":
-        return exact.decode(exact.f32_from_text(token))
+        return exact.f32_from_text(token)
     return exact.i32_from_text(token)
+
+
+def values_array(values: list, dtype: str) -> np.ndarray:
+    """The values `value` read, as an array of `dtype`: f32 from their bits, exactly."""
+    if dtype == "f32":
+        return np.array(values, np.uint32).view(np.float32)
+    return np.array(values, dtype=NUMPY[dtype])
 
 
 def buffer_slots(source: str) -> dict[int, tuple[str, tuple[int, ...]]]:
@@ -97,8 +106,7 @@ def parse_case(source: str, name: str = "<case>") -> Case:
                 raise ValueError(f"{name}: '#: {kind} {slot}' names a slot the program does not "
                                  "declare")
             dtype, shape = slots[slot]
-            values = [value(t, dtype) for t in match.group(3).split()]
-            array = np.array(values, dtype=NUMPY[dtype])
+            array = values_array([value(t, dtype) for t in match.group(3).split()], dtype)
             if array.size != int(np.prod(shape)):
                 raise ValueError(f"{name}: '{kind} {slot}' gives {array.size} values for shape "
                                  f"{list(shape)}")

@@ -4,7 +4,10 @@ IRError naming the line; printing and parsing again gives the same graph."""
 from __future__ import annotations
 
 import string
+import subprocess
+import sys
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -140,3 +143,21 @@ def test_error_names_the_line_of_an_undefined_name(dtype, padding, letter):
         reference.build(text)
     assert raised.value.line == padding + 2
     assert f"%{letter}q" in str(raised.value)
+
+
+def test_a_signalling_nan_is_read_as_its_bits_by_every_reader(tmp_path):
+    """Before, a case file's hex inputs were read through a Python float, and 0x7f800001 (a
+    signalling NaN) reached the reference quiet, as 0x7fc00001. Every reader of a case file
+    (parse_case: the case-file check, replay, vectors) and `python -m reference run --in`
+    keep its bits."""
+    source = ("#: in 0 = 0x7f800001 0xff800001\n#: out 0 = 0x7f800001 0xff800001\n"
+              "%a = buffer slot=0 dtype=f32 shape=[2]\n%x = load %a\nstore %a %x\n")
+    case = cases.parse_case(source)
+    assert case.inputs[0].view(np.uint32).tolist() == [0x7f800001, 0xff800001]
+    assert case.outputs[0].view(np.uint32).tolist() == [0x7f800001, 0xff800001]
+    program = tmp_path / "snan.ir"
+    program.write_text(source)
+    run = subprocess.run([sys.executable, "-m", "gradient_conformance.reference", "run",
+                          str(program), "--in", "0=0x7f800001", "--bits"],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0 and "0x7f800001" in run.stdout, run.stdout + run.stderr
