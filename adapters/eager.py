@@ -296,4 +296,13 @@ def build_with(source: str, backend: Backend, kind: type[Program] = Program, *,
         program.run(zeros)
     except IndexOutOfRange:
         pass
+    except Exception as problem:
+        # The system refused the program (a TypeError of JAX's, a RuntimeError of
+        # PyTorch's): the kit's own rejection, so that it is not taken for a crash of the
+        # adapter (impl-protocol.md: a programming error raised from build is a crash).
+        raise Refused(f"{type(problem).__name__}: {problem}") from problem
     return program.run
+
+
+class Refused(Exception):
+    """The system refused a program the kit ran once at build: a deliberate rejection."""

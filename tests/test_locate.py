@@ -154,7 +154,7 @@ def test_a_valid_program_refused_is_located_at_the_statement_it_starts_to_be(tmp
     module.write_text(
         "from gradient_conformance import reference\n"
         "def build(source):\n    if ' = max ' in source:\n"
-        "        raise NotImplementedError('no max here')\n    return reference.build(source)\n")
+        "        raise ValueError('no max here')\n    return reference.build(source)\n")
     where = _located(str(module), "gradient/relu_and_neuron.ir")
     assert (where.kind, where.line, where.op) == ("rejected", 16, "max"), where.text()
     assert "no max here" in where.says and where.runs <= 6
@@ -175,3 +175,22 @@ def test_a_leaf_no_entry_uses_is_said_to_receive_no_share():
     where = locate_tape(tape, Outcome("ok", derivatives=want), Outcome("ok", derivatives=got))
     assert "made of no share: it receives none" in where.text(), where.text()
     assert "the no share" not in where.text()
+
+
+def test_a_tape_s_values_are_not_taken_for_operand_indices():
+    """Before, the tape locator took the value 0.0 of an input entry for the operand index 0,
+    and counted a share twice sent by one entry once: "the sum of the 5 shares it receives
+    (from entries 2, 3, 5, 6, 7)" where entry 0 got two shares, both from entry 3."""
+    from gradient_conformance.conformance.diagnosis.locate import locate_tape
+    from gradient_conformance.conformance.outcome import Outcome
+    from gradient_conformance.reference.tape import backprop_bits
+    tape = [["input", 2.0], ["input", 0.0], ["const", 0.0], ["mul", 0, 0], ["add", 3, 1]]
+    want = backprop_bits(tape)
+    got = list(want)
+    got[0] ^= 1  # entry 0's derivative one ulp off
+    where = locate_tape(tape, Outcome("ok", derivatives=want), Outcome("ok", derivatives=got),
+                        [])
+    text = where.text()
+    assert "the sum of the 2 shares it receives (from entries 3, 3)" in text, text
+    assert "the shares it sends to entry 0" in text and "made of the 2 shares" in text, text
+    assert "entry 1" not in text and "entry 2" not in text, text  # the inputs' values 0.0

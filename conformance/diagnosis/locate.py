@@ -56,6 +56,7 @@ from gradient_conformance.reference.program import (
     walk,
 )
 from gradient_conformance.reference.rules import rule_key
+from gradient_conformance.reference.tape import LEAVES
 
 MAX_PROBES = 48  # probe slots in one run of the implementation
 
@@ -639,21 +640,27 @@ def locate_tape(tape, want: Outcome, got: Outcome, variants=()) -> Location:
                         "derivative to compare")
     wrong = {k for _, k in difference.differing}
     k = max(wrong)
-    users = [m for m, entry in enumerate(tape) if m > k and isinstance(entry, list | tuple)
-             and k in entry[1:]]
+    # The shares entry k receives: one for each time an operation names it as an operand
+    # (twice for ["mul", k, k]). An input's or a constant's second element is its value,
+    # never an operand: 0.0 is not entry 0.
+    shares = [m for m, entry in enumerate(tape) if m > k and isinstance(entry, list | tuple)
+              and entry and entry[0] not in LEAVES
+              for o in entry[1:] if type(o) is int and o == k]
+    users = sorted(set(shares))
     values = (f"the derivative of entry {k}: spec {exact.f32_to_text(want.derivatives[k])} "
               f"(0x{want.derivatives[k]:08x}), implementation "
               f"{exact.f32_to_text(got.derivatives[k])} (0x{got.derivatives[k]:08x}), every "
               "later derivative agreeing")
     kind = str(tape[k][0]) if isinstance(tape[k], list | tuple) and tape[k] else ""
-    places = [(m + 1, "share", f"the share it sends to entry {k}", "share") for m in users]
-    if len(users) > 1:
+    places = [(m + 1, "share", f"the share{'s' if shares.count(m) > 1 else ''} it sends to "
+               f"entry {k}", "share") for m in users]
+    if len(shares) > 1:
         places.insert(0, (k + 1, "sum", "the sum of the "
-                          f"{len(users)} shares it receives (from entries "
-                          f"{', '.join(map(str, users))})", "fold"))
+                          f"{len(shares)} shares it receives (from entries "
+                          f"{', '.join(map(str, shares))})", "fold"))
     if kind in ("input", "const"):
         made = {0: "made of no share: it receives none", 1: "made of the one share it "
-                "receives"}.get(len(users), f"made of the {len(users)} shares it receives")
+                "receives"}.get(len(shares), f"made of the {len(shares)} shares it receives")
         places.append((k + 1, "leaf", f"the derivative of an {kind} entry, {made}", "leaf"))
     if not places:
         return Location(reason=f"{values}, but entry {k} receives no share")

@@ -141,11 +141,23 @@ def load_problem(spec: str, problem: BaseException) -> str:
     return "\n".join(lines)
 
 
+# Python's programming errors: raised from build, a crash, not a rejection, unless the
+# implementation names the class as deliberate (CAPABILITIES["rejection"];
+# impl-protocol.md; SPEC.md, "The protocol"). RecursionError is a failure of its own above.
+CRASHES = frozenset({"TypeError", "NameError", "AttributeError", "UnboundLocalError",
+                     "KeyError", "IndexError", "RecursionError", "AssertionError",
+                     "ZeroDivisionError", "NotImplementedError"})
+
+
 def call_build(module, source: str) -> Answer:
     try:
         run = module.build(source)
     except BaseException as problem:  # noqa: BLE001 - every outcome is the implementation's
-        return _not_a_decision(problem) or Answer("rejected", describe(problem))
+        # A built-in class of programming error (not the implementation's own subclass of
+        # one) is marked, for the suite to judge against the capabilities it was given.
+        crash = type(problem).__name__ in CRASHES and type(problem).__module__ == "builtins"
+        return _not_a_decision(problem) or Answer(
+            "rejected", describe(problem), f"crash:{type(problem).__name__}" if crash else "")
     if not callable(run):
         return Answer("failure", f"build returned {_kind(run)}, not a callable run", "junk")
     return Answer("ok", value=run)

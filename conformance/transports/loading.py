@@ -40,7 +40,7 @@ from gradient_conformance.reports.records import visible
 DEFAULT_TIMEOUT = 20.0
 DEFAULT_CAPABILITIES = {"unsupported": [], "ulp": {}, "bit_exact_gradients": True,
                         "integer_division_traps": False, "float64_gradients": False,
-                        "environment": []}
+                        "environment": [], "rejection": []}
 ENVIRONMENT_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 
 
@@ -134,10 +134,21 @@ class Implementation:
                  declared: dict[int, tuple[str, tuple]]) -> Outcome:
         """Build and run; the outputs are the declared slots, of the declared dtypes and
         shapes, or the outcome is a failure."""
-        return self.transport.case(source, buffers, declared)
+        return self.judged(self.transport.case(source, buffers, declared))
 
     def build_only(self, source: str) -> Outcome:
-        return self.transport.case(source, None, {})
+        return self.judged(self.transport.case(source, None, {}))
+
+    def judged(self, outcome: Outcome) -> Outcome:
+        """A rejection by a crash (a built-in programming error raised from build, which
+        CAPABILITIES["rejection"] does not name as deliberate) as the failure it is:
+        impl-protocol.md; SPEC.md, "The protocol"."""
+        if outcome.status != "rejected" or not outcome.reason.startswith("crash:"):
+            return outcome
+        if outcome.reason.removeprefix("crash:") in self.capabilities["rejection"]:
+            return Outcome("rejected", message=outcome.message)
+        return Outcome("failure", message=f"rejected by a crash: {outcome.message}",
+                       reason="crash")
 
     def run_backprop(self, tape) -> Outcome:
         return self.transport.backprop(tape)
@@ -230,13 +241,19 @@ def checked_capabilities(declared) -> dict:
         raise LoadFailed("CAPABILITIES claims bit-exact gradients computed in float64: "
                          "gradients rounded from float64 are not the spec's f32 bits; "
                          "declare 'bit_exact_gradients': False")
+    rejection = declared.get("rejection", [])
+    if not isinstance(rejection, list | tuple) or not all(
+            isinstance(n, str) and n in calling.CRASHES for n in rejection):
+        raise LoadFailed("CAPABILITIES['rejection'] must be a list of the error classes "
+                         f"an implementation may raise from build on purpose, of "
+                         f"{sorted(calling.CRASHES)}")
     environment = declared.get("environment", [])
     if not isinstance(environment, list | tuple) or not all(
             isinstance(n, str) and ENVIRONMENT_NAME.fullmatch(n) for n in environment):
         raise LoadFailed("CAPABILITIES['environment'] must be a list of environment "
                          "variable names")
     return {"unsupported": list(unsupported), "ulp": dict(ulp), **flags,
-            "environment": list(environment)}
+            "environment": list(environment), "rejection": list(rejection)}
 
 
 def load(spec: str, *, timeout: float = DEFAULT_TIMEOUT, load_timeout: float = LOAD_TIMEOUT,
