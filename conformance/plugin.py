@@ -215,19 +215,28 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function):
     """A generated check that found a divergence looks again, for divergences of other
     signatures, with what is left of its budget of cases (failure.py, `look_again`;
     docs/diagnosis.md, "Diagnosis"). Not under -x (or --maxfail): a run told to stop at its
-    first failures wants no more."""
+    first failures wants no more. A check that passed without comparing anything fails
+    (running.require_compared)."""
     run = pyfuncitem.config.stash.get(RUN_KEY, None)
-    if run is None or run.stage is None or not is_check(pyfuncitem) or \
-            not is_generated(pyfuncitem) or pyfuncitem.config.getoption("maxfail"):
+    if run is None or not is_check(pyfuncitem):
         return (yield)
+    looks = run.stage is not None and is_generated(pyfuncitem) and \
+        not pyfuncitem.config.getoption("maxfail") and run.more_looks
     try:
-        return (yield)
+        result = yield
     except BaseException as error:
         from gradient_conformance.conformance.failure import diverged
         first = diverged(error)
-        if first is not None and run.more_looks:
+        if first is not None and looks:
             _look_again(run, run.stage, pyfuncitem, first.finding)
         raise
+    # A check that ran to its end must have compared something (docs/suite.md, "What a
+    # pass compared"): else it fails, as the suite's failure, never a pass.
+    tally = pyfuncitem.stash.get(TALLY_KEY, None)
+    if tally is not None and "tally" in pyfuncitem.fixturenames:
+        from gradient_conformance.conformance.running import require_compared
+        require_compared(tally)
+    return result
 
 
 def _look_again(run: Run, stage: FailureStage, item: pytest.Function, first: Any) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import math
+import pathlib
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -264,6 +265,19 @@ def merge_figures(a: dict, b: dict) -> dict:
 
 RARE = "rarely taken conditions"  # the label of a guided case's score (Tally.reach)
 
+# How a check compared what it compared (docs/suite.md, "What a pass compared"): the ledger's
+# keys, in the order the summary says them.
+BITS = "bit for bit"
+ULPS = "within the declared ulps"
+TRUTH = "against the true derivative"
+STATUS = "statuses"  # a rejection, an acceptance or a run-time error, by kind
+HOW = (BITS, ULPS, TRUTH, STATUS)
+
+
+class NothingCompared(Exception):
+    """A check that ran to its end without comparing one output or status: a failure of the
+    suite's own, never a pass (docs/suite.md, "What a pass compared")."""
+
 
 class Tally:
     """What one check measured while it ran. `generated`: whether Hypothesis drives the check;
@@ -281,6 +295,10 @@ class Tally:
         self.ulps: dict[str, dict] = {}  # op -> the forward error figures of the ulp chart
         self.figures: dict[str, dict] = {}  # name -> figures to merge across checks
         self.last: Finding | None = None  # the last divergence raised
+        self.findings = 0  # divergences raised (the first, and those of further looks)
+        # What was compared (HOW -> outputs) and what was left out (why -> outputs).
+        self.ledger: Counter[str] = Counter()
+        self.left_out: Counter[str] = Counter()
         # A second look (plugin.py): the subjects of the divergences found already, passed
         # over; how a finding's subject is read; and the other divergences found.
         self.known: set = set()
@@ -331,6 +349,18 @@ class Tally:
         self._seen |= fresh
         self.conditions.update(fresh)
 
+    def compared(self, how: str, outputs: int) -> None:
+        """`outputs` outputs (elements, derivatives, or one status) compared `how` (HOW);
+        not counted while Hypothesis shrinks (see `case`)."""
+        assert how in HOW, how
+        if self.last is None:
+            self.ledger[how] += outputs
+
+    def leave_out(self, why: str, outputs: int) -> None:
+        """`outputs` outputs not compared, for the reason `why` (said on the pass)."""
+        if self.last is None:
+            self.left_out[why] += outputs
+
     def measure(self, name: str, **values) -> None:
         """Add to the figures `name` (not while shrinking: see `case`)."""
         if self.last is None or name not in self.figures:
@@ -348,15 +378,17 @@ class Tally:
             from hypothesis import reject
             reject()
         self.last = finding
+        self.findings += 1
         return Diverged(finding)
 
     def record(self) -> dict:
         """What it measured, as a check's record carries it (JSON)."""
-        figures = {name: {**values, "reruns": self.reruns} for name, values in
-                   self.figures.items()}
+        figures = {name: {**values, "reruns": self.reruns, "diverged": self.findings}
+                   for name, values in self.figures.items()}
         return {"cases": self.cases, "reruns": self.reruns, "generated": self.generated,
                 "ops": dict(self.ops),
                 "conditions": dict(self.conditions), "ulps": self.ulps, "figures": figures,
+                "compared": dict(self.ledger), "left_out": dict(self.left_out),
                 **({"known": sorted(self.matched)} if self.matched else {})}
 
 
@@ -406,18 +438,32 @@ def run_both(impl, source: str, buffers, statements=(), *, built: Program | None
     Hypothesis shrinks)."""
     reading = Reading(source, statements, measure=tally is None or tally.measuring,
                       built=built)
+    unsupported = reading.uses & impl.unsupported()
+    if unsupported:  # an op, or an op at a dtype, the implementation says it does not have
+        _leave_out(f"it uses {sorted(unsupported)}, which the implementation declares "
+                   "unsupported (CAPABILITIES)")
     want = reading.outcome(buffers)
     trapping = traps(impl, reading, buffers)
     if trapping:
-        from hypothesis import reject
-        from hypothesis.control import currently_in_test_context
-        if currently_in_test_context():
-            reject()
-        # A fixed program (not drawn by Hypothesis, whose assume there is deprecated).
-        import pytest
-        pytest.skip(f"it reaches {', '.join(sorted(trapping))}, where the implementation "
-                    "declares that integer division traps (CAPABILITIES)")
+        _leave_out(f"it reaches {', '.join(sorted(trapping))}, where the implementation "
+                   "declares that integer division traps (CAPABILITIES)")
     return reading, want, impl.run_case(source, buffers, reading.slots)
+
+
+def _skip(why: str):
+    import pytest
+    pytest.skip(why)
+
+
+def _leave_out(why: str):
+    """A case not sent: a drawn one rejected (Hypothesis draws another), a fixed one (not
+    drawn by Hypothesis, whose assume there is deprecated) skipped, saying `why`."""
+    from hypothesis import reject
+    from hypothesis.control import currently_in_test_context
+    if currently_in_test_context():
+        reject()
+    import pytest
+    pytest.skip(why)
 
 
 def traps(impl, reading: Reading, buffers) -> frozenset[str]:
@@ -430,10 +476,14 @@ def traps(impl, reading: Reading, buffers) -> frozenset[str]:
 
 
 def verdict(tally: Tally, reading: Reading, buffers, want: Outcome, got: Outcome, *,
-            ulps: int = 0, description: str = "", context: str = "") -> None:
+            ulps: int = 0, description: str = "", context: str = "",
+            counted: bool = True) -> None:
     """Raise Diverged unless the outcomes agree (compare, within `ulps`); `context` opens
-    the summary."""
+    the summary. What it compared goes on the tally's ledger (unless not `counted`): each
+    element of the expected slots, or the status alone."""
     tally.reach(reading, buffers)
+    if counted:
+        count_compared(tally, want, ulps)
     difference = compare(want, got, ulps=ulps)
     if difference is not None:
         raise tally.diverged(Finding(f"{context}{difference}", want, got,
@@ -441,13 +491,40 @@ def verdict(tally: Tally, reading: Reading, buffers, want: Outcome, got: Outcome
                                      ulps=ulps))
 
 
+def count_compared(tally: Tally, want: Outcome, ulps: int = 0) -> None:
+    """`want`'s outputs on the ledger: its elements (bit for bit, or within `ulps`), or its
+    status where it expects no values."""
+    elements = sum(int(np.asarray(a).size) for a in want.buffers.values()) \
+        if want.status == "ok" else 0
+    if elements:
+        tally.compared(ULPS if ulps else BITS, elements)
+    else:
+        tally.compared(STATUS, 1)
+
+
+def require_compared(tally: Tally) -> None:
+    """Raise NothingCompared for a check that ended without comparing anything."""
+    if not tally.ledger and tally.last is None:
+        left = "; ".join(f"{n} outputs left out: {why}" for why, n in tally.left_out.items())
+        raise NothingCompared("nothing was compared: the check ran to its end without "
+                              "comparing one output or status of the implementation's"
+                              + (f" ({left})" if left else ""))
+
+
 def check_case(impl, tally: Tally, case, *, ulps: int = 0) -> None:
     """A generated case on both; Diverged if they differ (in what the implementation
     claims: `claimed`)."""
     reading, want, got = run_both(impl, case.source, case.buffers, case.parsed,
                                    built=case.built, tally=tally)
-    want, got, _ = claimed(impl, reading, want, got)
+    whole = want
+    want, got, left_out = claimed(impl, reading, want, got)
+    if left_out:
+        tally.leave_out(UNCLAIMED, sum(int(whole.buffers[s].size) for s in left_out))
     verdict(tally, reading, case.buffers, want, got, ulps=ulps, description=case.description)
+
+
+UNCLAIMED = ("made from a gradient, whose bits the implementation does not claim: the "
+             "derivative check compares such values with the true derivative")
 
 
 def claimed(impl, reading: Reading, want: Outcome, got: Outcome) \
@@ -480,6 +557,49 @@ def ulp(value: float) -> float:
     if value == 0 or not math.isfinite(value):
         return 2.0**-149
     return float(np.spacing(np.float32(abs(value)))) or 2.0**-149
+
+
+def check_case_file(impl, tally, path, description: str) -> None:
+    """One case file through the implementation: its expected rejection (by kind only), its
+    run-time error (an index out of range), or its outputs (bit for bit, or within the
+    declared ulps where exp2, log2 or sin is used; the slots made from a gradient against
+    the true derivative where the implementation claims no bit-exact gradients, unless the
+    file's point is their bits, as `replay` compares: compare_claims). A file with
+    nothing left to compare is skipped, saying why. The case-file checks' own
+    (checks/test_cases.py, test_semantics.py), here so that a test can run it beside
+    `replay`: docs/suite.md, "What a pass compared"."""
+    case = cases.load_case(path)
+    reading = Reading(case.source)
+    features = reading.features  # none for a file that does not parse: an error case
+    if reading.uses & impl.unsupported():
+        _skip(f"uses {sorted(reading.uses & impl.unsupported())}, unsupported")
+    tally.case(features)
+    if case.error is not None:
+        want, got = Outcome("rejected", message=case.error), impl.build_only(case.source)
+        tally.reach(reading)
+        tally.compared(STATUS, 1)
+        difference = compare(want, got)
+        if difference is not None:
+            raise tally.diverged(Finding(
+                f"expected a rejection ({case.error}): {difference}", want, got,
+                ProgramCase(reading), difference, description, rule=case.error))
+        return
+    buffers = case_file_buffers(case, reading.slots)
+    trapping = traps(impl, reading, buffers)
+    if trapping:
+        _skip(f"it reaches {', '.join(sorted(trapping))}, where the implementation "
+                    "declares that integer division traps (CAPABILITIES)")
+    got = impl.run_case(case.source, buffers, reading.slots)
+    ulps = max((impl.ulps(op) for op in features & TRANSCENDENTAL), default=0)
+    left_out = compare_claims(impl, tally, reading, buffers, reading.outcome(buffers), got,
+                              ulps=ulps, description=description,
+                              bits_are_the_point=bits_are_the_point(path))
+    # Nothing of what the file names as its outputs compared (as `replay`, which compares
+    # those alone, says NOT COMPARED): the other slots it compared are its inputs.
+    listed = set(case.outputs) | set(case.near)
+    if not tally.ledger or (listed and listed <= set(left_out) and TRUTH not in tally.ledger):
+        _skip("nothing the file names as its outputs is left to compare: "
+              + "; ".join(tally.left_out))
 
 
 def case_file_buffers(case, slots) -> dict:
@@ -547,11 +667,13 @@ def _gradients_of_inputs(program):
     return found
 
 
-def near_the_truth(tally, reading, buffers, want, got, description: str = "") -> None:
+def near_the_truth(tally, reading, buffers, want, got, description: str = "", *,
+                   only=None) -> None:
     """Raise Diverged unless every f32 output the implementation gave (`got`) is within the
     bound of the truth, at this point; slots made from a gradient taken against a node
     hash consing made another gradient's are left out (checks/test_derivative.py says
-    why)."""
+    why). `only`: the slots to compare (all, by default). Each output compared goes on the
+    ledger (TRUTH); one whose truth is not finite (an overflow, a pole) is left out."""
     program = reading.program()
     values, differenced = truths(program, buffers)
     structural = {d.node for d in hash_consed_gradients(program)}
@@ -559,14 +681,22 @@ def near_the_truth(tally, reading, buffers, want, got, description: str = "") ->
     tally.measure("derivative", cases=1, differenced=len(differenced), bound_K=K, bound_C=C,
                   left_out_hash_consed=len(left_out))
     for slot, reals in values.items():
+        if only is not None and slot not in only:
+            continue
         if slot in left_out:
+            tally.leave_out("made from a gradient whose x hash consing made another "
+                            "gradient's node: no true derivative of the text's own",
+                            len(reals))
             continue
         ref = want.buffers[slot].ravel().astype(np.float64)
         mine = got.buffers[slot].ravel().astype(np.float64)
         for k, real in enumerate(reals):
             truth = float(real)
             if not math.isfinite(truth) or not math.isfinite(ref[k]):
-                continue  # overflow or a pole: nothing to measure against
+                # overflow or a pole: nothing to measure against
+                tally.leave_out("no finite true value (an overflow or a pole)", 1)
+                continue
+            tally.compared(TRUTH, 1)
             allowed = K * abs(ref[k] - truth) + C * ulp(truth)
             # A NaN or an infinity where the truth is finite is as far off as can be.
             error = abs(mine[k] - truth) if math.isfinite(mine[k]) else math.inf
@@ -582,6 +712,88 @@ def near_the_truth(tally, reading, buffers, want, got, description: str = "") ->
                     f"{error:.3g} ({ulps} ulps), allowed {allowed:.3g} (K = {K}, C = {C})",
                     want, got, ProgramCase(reading, buffers), compare(want, got), description,
                     comparison="truth"))
+
+
+KINK = 1e-3  # how far from every kink a point must be for its truth to be compared
+
+
+@functools.cache
+def _bit_exact_files() -> frozenset[str]:
+    """The package's case files whose point is the bits of a gradient (a rule's op form, a
+    sum's order), by their path within the cases: cases/bit_exact_gradients.txt."""
+    from gradient_conformance import resource
+    lines = (resource("cases") / "bit_exact_gradients.txt").read_text().splitlines()
+    return frozenset(line.split("#")[0].strip() for line in lines if line.split("#")[0].strip())
+
+
+def bits_are_the_point(path) -> bool:
+    """Whether `path` is one of the package's case files whose point is a gradient's bits."""
+    from gradient_conformance import resource
+    try:
+        name = pathlib.Path(path).resolve().relative_to(resource("cases").resolve())
+    except ValueError:  # not one of the package's files
+        return False
+    return name.as_posix() in _bit_exact_files()
+
+
+BITS_ARE_THE_POINT = (
+    "made from a gradient, whose bits the implementation does not claim, in a case file "
+    "whose point is those bits (a rule's op form, a sum's order): another order or form, "
+    "which the implementation may use, can be far from the true derivative there")
+
+
+def compare_claims(impl, tally, reading, buffers, want: Outcome, got: Outcome, *,
+                   ulps: int = 0, description: str = "", bits_are_the_point: bool = False
+                   ) -> list[int]:
+    """`got` beside `want` as the implementation's claims allow (docs/suite.md, "What a
+    pass compared"): the slots it claims by `verdict` (bit for bit, or within `ulps`), the
+    slots made from a gradient, without the bit-exact claim, against the true derivative
+    (`against_the_truth`), unless `bits_are_the_point` of the file, where they are left
+    out, saying why. Diverged if they differ; else the slots whose bits were not compared.
+    The one comparison of a case file, for its check and for `replay`."""
+    whole_want, whole_got = want, got
+    want, got, left_out = claimed(impl, reading, want, got)
+    # Every slot left out: the status alone is not what a program with outputs is about,
+    # unless it differs.
+    verdict(tally, reading, buffers, want, got, ulps=ulps, description=description,
+            counted=not (left_out and not want.buffers) or got.status != want.status)
+    if left_out and whole_got.status == "ok":
+        if bits_are_the_point:
+            tally.leave_out(BITS_ARE_THE_POINT,
+                            sum(int(whole_want.buffers[s].size) for s in left_out))
+        else:
+            against_the_truth(tally, reading, buffers, whole_want, whole_got, left_out,
+                              description)
+    return left_out
+
+
+def against_the_truth(tally, reading, buffers, want: Outcome, got: Outcome, slots,
+                      description: str = "") -> None:
+    """The slots `slots` (made from a gradient, whose bits the implementation does not
+    claim) beside the true derivative, as the derivative check compares (near_the_truth):
+    Diverged beyond the bound. Left out, saying why, at a point within KINK of a kink (a max
+    tie, a comparison that flips, a cast at an integer: the derivative check's own cases
+    keep as far), or where no truth can be had. docs/suite.md, "What a pass compared"."""
+    from gradient_conformance.generators.buffers import margin
+    elements = sum(int(want.buffers[s].size) for s in slots)
+    missing = [s for s in slots if s not in got.buffers
+               or np.shape(got.buffers[s]) != np.shape(want.buffers[s])]
+    if missing:  # a slot missing, or of another shape: that is a divergence, compared so
+        verdict(tally, reading, buffers, Outcome("ok", {s: want.buffers[s] for s in slots}),
+                Outcome("ok", {s: got.buffers[s] for s in slots if s in got.buffers}),
+                description=description)
+    try:
+        distance = margin(reading.program(), buffers)
+    except (ArithmeticError, ValueError, IRError) as problem:
+        tally.leave_out(f"{UNCLAIMED.split(':')[0]}, and no true derivative here "
+                        f"({type(problem).__name__})", elements)
+        return
+    if distance < KINK:
+        tally.leave_out(f"{UNCLAIMED.split(':')[0]}, and the point is within {KINK:g} of a "
+                        "kink (or not computable over the reals), where no true derivative "
+                        "decides it", elements)
+        return
+    near_the_truth(tally, reading, buffers, want, got, description, only=set(slots))
 
 
 # --- values over every set of axes (test_forward.py, test_gradient_bits.py) ---------------

@@ -261,8 +261,9 @@ class Run:
         if worker_id(self.config) is not None or self.totals is None:
             return
         from gradient_conformance.reports.records import counted
-        from gradient_conformance.reports.terminal import figures_lines
+        from gradient_conformance.reports.terminal import compared_lines, figures_lines
         lines = figures_lines(self.totals.figures)
+        lines += compared_lines(self.totals.compared, self.totals.left_out)
         explained = [d.diagnosis.get("seconds", 0.0) + d.location.get("seconds", 0.0)
                      for d in self.totals.divergences if "tried" in d.diagnosis]
         if explained:
@@ -328,6 +329,7 @@ class Run:
             started=time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(self.started)),
             seconds=time.monotonic() - self.clock, checks=totals.outcomes, cases=totals.cases,
             skips={c: sorted(r) for c, r in totals.skips.items()}, ops=totals.ops,
+            compared=totals.compared, left_out=totals.left_out,
             conditions=totals.conditions,
             coverage=coverage(totals.conditions, totals.generated),
             ulps=totals.ulps, divergences=totals.divergences, versions=versions,

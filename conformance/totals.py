@@ -30,6 +30,10 @@ class Totals:
         self.generated: set[str] = set()  # the checks Hypothesis drives
         self.ulps: dict[str, dict] = {}
         self.figures: dict[str, dict] = {}
+        # check -> how (running.HOW) -> outputs compared; check -> why -> outputs left out
+        # (docs/suite.md, "What a pass compared").
+        self.compared: dict[str, dict[str, int]] = {}
+        self.left_out: dict[str, dict[str, int]] = {}
         self.divergences: list[Divergence] = []
         self.known: dict[str, int] = {}  # a --known entry -> the checks that found it again
         # What had to be ended of the implementation: [processes left behind, restarts for
@@ -58,6 +62,10 @@ class Totals:
             self.ended[k] += n
         for name, values in record.get("figures", {}).items():
             self.figures[name] = merge_figures(self.figures.get(name, {}), values)
+        for field, into in (("compared", self.compared), ("left_out", self.left_out)):
+            counts = into.setdefault(check, {})
+            for key, n in record.get(field, {}).items():
+                counts[key] = counts.get(key, 0) + n
         for entry in record.get("known", []):
             self.known[entry] = self.known.get(entry, 0) + 1
         for d in found:
@@ -73,13 +81,16 @@ def _checked(record) -> list[Divergence]:
         raise ValueError(f"a check's record is {type(record).__name__}, not an object")
     for name, kind in (("check", str), ("outcome", str), ("cases", int), ("skip", str),
                        ("ops", dict), ("ulps", dict), ("figures", dict), ("more", list),
-                       ("known", list)):
+                       ("known", list), ("compared", dict), ("left_out", dict)):
         value = record.get(name, kind())
         if not isinstance(value, kind) or isinstance(value, bool) or \
                 (name in ("check", "outcome") and not value):
             raise ValueError(f"a check's record whose {name!r} is not a {kind.__name__}")
     if not all(isinstance(k, str) and type(v) is int for k, v in record.get("ops", {}).items()):
         raise ValueError("a check's record whose 'ops' are not op -> cases")
+    if not all(isinstance(k, str) and type(v) is int and v >= 0
+               for field in ("compared", "left_out") for k, v in record.get(field, {}).items()):
+        raise ValueError("a check's record whose 'compared' or 'left_out' are not counts")
     if not all(isinstance(entry, str) for entry in record.get("known", [])):
         raise ValueError("a check's record whose 'known' are not entries")
     if not all(isinstance(v, dict) for v in (*record.get("ulps", {}).values(),

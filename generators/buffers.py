@@ -111,11 +111,12 @@ def distance_to_kink(statements, buffers: dict[int, np.ndarray]) -> float:
         program = build_program(statements)
     except _FAILED:
         return 0.0
-    return _margin(program, buffers)
+    return margin(program, buffers)
 
 
-def _margin(program, buffers: dict[int, np.ndarray]) -> float:
-    """distance_to_kink, for a program already built."""
+def margin(program, buffers: dict[int, np.ndarray]) -> float:
+    """distance_to_kink, for a program already built (the suite's case-file check reads it
+    too, conformance/running.py)."""
     real = Real(30)
     try:
         memory = {slot: from_numpy(array, program.buffers[slot].dtype, real)
@@ -212,7 +213,7 @@ def fill(draw, statements, *, mode: str = "anything", min_kink_distance: float =
         assume(False)
     for turn in range(DEALINGS if dealt_slots else 1):
         dealt = _deal(arrays, dealt_slots, values, turn)
-        distance = _margin(program, dealt)
+        distance = margin(program, dealt)
         if distance >= min_kink_distance:
             return Filled(dealt, distance, program)
     assume(False)

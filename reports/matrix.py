@@ -66,9 +66,10 @@ def markdown(reports) -> str:
             if first:
                 lines.append(f"- **{md(row[1])}**, `{check.removeprefix('test_')}`: "
                              f"{md(_one_line(first))}")
-    lines += ["", "What each system does instead, as diagnosed (SPEC.md, \"Diagnosis\"): the "
-              "variants of the spec that reproduce its divergences bit for bit (several, "
-              "when more than one does), with how many divergences each explains.", ""]
+    lines += ["", "What each system does instead, as diagnosed "
+              "(docs/diagnosis.md, \"Diagnosis\"): the variants of the spec that reproduce its "
+              "divergences bit for bit (several, when more than one does), with how many "
+              "divergences each explains.", ""]
     named: dict[str, dict] = {}
     for report, _ in reports.values():
         if report is not None and report.divergences:

@@ -109,6 +109,11 @@ class Report:
     checks: dict[str, dict[str, int]] = field(default_factory=dict)
     cases: dict[str, int] = field(default_factory=dict)  # check -> the cases it ran
     skips: dict[str, list[str]] = field(default_factory=dict)  # check -> its skip reasons
+    # check -> how -> outputs compared (bit for bit, within the declared ulps, against the
+    # true derivative, statuses); check -> why -> outputs left out. docs/suite.md, "What a
+    # pass compared".
+    compared: dict[str, dict[str, int]] = field(default_factory=dict)
+    left_out: dict[str, dict[str, int]] = field(default_factory=dict)
     ops: dict[str, dict[str, list[int]]] = field(default_factory=dict)
     # check -> condition -> cases that took it (reference/conditions.py;
     # docs/generators.md, "Conditions")

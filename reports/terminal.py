@@ -76,15 +76,46 @@ def _derivative(measured: dict) -> str:
     """The derivative check's figures: what was measured, and against what bound."""
     outputs, over = measured.get("outputs", 0), measured.get("over", 0)
     k, c = measured.get("bound_K", "?"), measured.get("bound_C", "?")
+    diverged = measured.get("diverged", 0)
     verdict = (f"{over} of {outputs} outputs beyond it" if over else
                f"every one of {outputs} outputs within it")
+    if diverged:  # a failed check's figures are of the cases before its divergences
+        verdict = (f"{diverged} divergences found (above); of the {outputs} outputs "
+                   f"measured before, {over} outputs beyond it")
     reruns = measured.get("reruns", 0)
     return (f"gradients against the true derivative: {measured.get('cases', 0)} cases "
             + (f"(and {reruns} re-runs while shrinking, not counted) " if reruns else "")
             + f"({measured.get('differenced', 0)} gradients by 50-digit finite differences, "
             f"the rest read over the reals); the bound is K = {k} times the reference's own "
-            f"f32 error there plus C = {c} ulps of the true value: {verdict}, the worst at "
-            f"{measured.get('max_used', 0.0):.0%} of its bound")
+            f"f32 error there plus C = {c} ulps of the true value: {verdict}, the worst "
+            f"{_share(measured.get('max_used', 0.0))}")
+
+
+def _share(used: float) -> str:
+    """How much of its bound the worst output used: a percentage, or a multiple past 100."""
+    return f"at {used:.0%} of its bound" if used < 100 else f"at {used:.3g} times its bound"
 
 
 WRITERS = {"derivative": _derivative}
+
+
+def compared_lines(compared: dict[str, dict[str, int]],
+                   left_out: dict[str, dict[str, int]]) -> list[str]:
+    """What the checks compared, in all and per check (docs/suite.md, "What a pass
+    compared"): outputs bit for bit, within the declared ulps, against the true derivative,
+    statuses; then what was left out, and why."""
+    def said(counts: dict[str, int]) -> str:
+        return ", ".join(f"{n} {how}" for how, n in counts.items() if n) or "nothing"
+    total: dict[str, int] = {}
+    for counts in compared.values():
+        for how, n in counts.items():
+            total[how] = total.get(how, 0) + n
+    lines = [f"compared: {said(total)} (outputs; statuses by kind)"]
+    lines += [f"  {check}: {said(counts)}" for check, counts in sorted(compared.items())
+              if any(counts.values())]
+    reasons: dict[str, int] = {}
+    for counts in left_out.values():
+        for why, n in counts.items():
+            reasons[why] = reasons.get(why, 0) + n
+    lines += [f"left out: {n} outputs {why}" for why, n in sorted(reasons.items())]
+    return lines

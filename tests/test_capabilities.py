@@ -169,6 +169,9 @@ def test_a_fixed_program_that_would_trap_is_a_skip_and_a_drawn_one_a_rejection()
         def __init__(self):
             self.capabilities = {"integer_division_traps": True}
 
+        def unsupported(self):
+            return set()
+
         def run_case(self, *args):
             raise AssertionError("a run that traps was sent")
     source = ("%a = buffer slot=0 dtype=i32 shape=[]\n%o = buffer slot=1 dtype=i32 shape=[]\n"
@@ -187,3 +190,14 @@ def test_a_fixed_program_that_would_trap_is_a_skip_and_a_drawn_one_a_rejection()
     with pytest.raises(Exception, match=r"Unable to satisfy|Unsatisfiable|assumptions"):
         drawn()
     assert ran
+
+
+def test_an_op_declared_unsupported_at_a_dtype_is_left_out_by_every_check():
+    """Before, a system declaring `max:f32` unsupported failed test_forward_error_per_op[max]
+    on `max 0.0 %x`: the fixed programs were sent whatever the claim. Every check, with the
+    whole catalogue of checks run, now leaves out what `unsupported` names, by op and by
+    dtype, saying why."""
+    impl = str(ROOT / "tests" / "impls" / "no_f32_max.py")
+    code, output, _ = suite(impl, "--max-examples=30", "--no-shrink", "-rs")
+    assert code == 0, output[-3000:]
+    assert "which the implementation declares unsupported" in output and "max:f32" in output

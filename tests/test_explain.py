@@ -259,7 +259,8 @@ def test_no_check_compares_gradient_bits_not_claimed():
     case = cases.load_case(CASES / "gradient" / "op_form_recip.ir")
     reading = Reading(source)
     buffers = running.case_file_buffers(case, reading.slots)
-    drawn = SimpleNamespace(source=source, buffers=buffers, parsed=(), description="")
+    drawn = SimpleNamespace(source=source, buffers=buffers, parsed=(), description="",
+                            built=None)
     claims_less = _Claiming(exact=False)
     running.check_case(claims_less, Tally(), drawn)
     assert "gradient" in running.exclusions(claims_less, bits=True)

@@ -7,7 +7,9 @@ docs/commands.md, "Replay"."""
 from __future__ import annotations
 
 import json
+import os
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -15,7 +17,7 @@ from gradient_conformance.conformance.diagnosis.variants import CATALOGUE
 from gradient_conformance.conformance.outcome import compare
 from gradient_conformance.conformance.running import Reading, case_file_buffers
 from gradient_conformance.reference import cases
-from tests.conftest import CASES, ROOT, suite
+from tests.conftest import CASES, FAULTS, ROOT, suite
 
 # The variants that compute the same real derivative, rounded otherwise: another order of a
 # sum, or another op form of a rule. A case file one of them fails holds only bit for bit.
@@ -59,15 +61,96 @@ def _without_the_claim(tmp_path: pathlib.Path, variant: str) -> pathlib.Path:
 
 def test_without_the_claim_the_bits_of_rule_forms_and_orders_are_not_demanded(tmp_path):
     """Before, the accumulation check and the op-form and order case files demanded the
-    bits of an implementation that never claimed them."""
+    bits of an implementation that never claimed them. The files' gradient slots are left
+    out, saying why (another order can be far from the truth there: a bound on the truth
+    would fail a legitimate order), their other slots compared; the accumulation check,
+    whose subject is the bits of an order, is skipped, saying why."""
     for variant, selected in (("recip-form", "op_form_recip"),
                               ("reversed-arrival", "arrival_not_reversed or accumulation or "
                                                    "shares_are_summed")):
         code, output, _ = suite(str(_without_the_claim(tmp_path, variant)), "-k", selected,
                                 "-rs", "--max-examples=20")
         assert code == 0, output[-3000:]
-        assert "does not claim bit-exact gradients" in output and "passed" not in output, \
-            output[-3000:]
+        assert "whose point is those bits" in output, output[-3000:]
+    assert "does not claim bit-exact gradients" in output, output[-3000:]  # accumulation
+
+
+def _in_process(spec: str, bit_exact: bool):
+    """An implementation called in this process, its bit-exact claim set to `bit_exact`."""
+    from gradient_conformance.conformance.transports.loading import load
+    impl = load(spec, in_process=True)
+    impl.capabilities = {**impl.capabilities, "bit_exact_gradients": bit_exact}
+    return impl
+
+
+def _check_verdict(impl, path) -> bool | None:
+    """The case-file check's verdict: True passed, False diverged, None skipped."""
+    import pytest
+
+    from gradient_conformance.conformance.running import Diverged, Tally, check_case_file
+    try:
+        check_case_file(impl, Tally(), path, path.name)
+    except Diverged:
+        return False
+    except pytest.skip.Exception:
+        return None
+    return True
+
+
+CAST_PASSES = str(ROOT / "tests" / "impls" / "cast_passes.py")
+
+
+def test_the_case_file_check_and_replay_give_one_verdict():
+    """Every case file, through the check and through `replay`, under either claim, for the
+    spec, a legitimate other order of sums (reversed-arrival, which without the claim must
+    fail nothing), and a gradient through a cast: the same verdict (a skip is replay's NOT
+    COMPARED). Without the claim, the cast files fail on their gradient slots, compared with
+    the true derivative; with it, on their bits."""
+    from gradient_conformance.conformance.commands.replay import replay
+    specs = {"spec": "reference", "cast": CAST_PASSES,
+             "order": str(_variant_module("reversed-arrival"))}
+    from gradient_conformance import resource
+    paths = [p for p in cases.case_paths([resource("cases")]) if p.suffix == ".ir"]
+    for name, spec in specs.items():
+        for bit_exact in (True, False):
+            impl = _in_process(spec, bit_exact)
+            try:
+                failed = set()
+                for path in paths:
+                    check = _check_verdict(impl, path)
+                    again, text = replay(impl, str(path))
+                    assert check == again, (name, bit_exact, path, check, again, text)
+                    if check is False:
+                        failed.add(path.name)
+            finally:
+                impl.close()
+            if name == "spec" or (name == "order" and not bit_exact):
+                assert not failed, (name, bit_exact, failed)
+            if name == "cast":
+                assert {"lesson_cast_dead_end.ir", "weighted_cast.ir"} <= failed, failed
+
+
+def _variant_module(variant: str) -> pathlib.Path:
+    import tempfile
+    folder = pathlib.Path(tempfile.mkdtemp())
+    module = folder / "rounds_otherwise.py"
+    module.write_text(
+        "from gradient_conformance.conformance.diagnosis.variants import implementation\n"
+        f"build = implementation({variant!r}).build\n")
+    return module
+
+
+def test_a_gradient_through_a_cast_fails_the_case_files_written_for_it():
+    """Before, without the bit-exact claim, the gradient slots of every case file were left
+    out, and a gradient through a cast to i32 and back (2.0 where the truth is 1.0) passed
+    the files written to test that rule; `replay` said DIVERGES of the same file."""
+    code, output, _ = suite(CAST_PASSES, "-k", "lesson_cast_dead_end or weighted_cast",
+                            "--no-shrink")
+    assert code == 1, output[-3000:]
+    failed = set(re.findall(r"^FAILED \S*::(test_case_file\[\S+\])", output, re.M))
+    assert failed == {"test_case_file[examples/lesson_cast_dead_end.ir]",
+                      "test_case_file[gradient/weighted_cast.ir]"}, output[-3000:]
+    assert "the true value is" in output and "against the true derivative" in output
 
 
 # A wrong rule on nearly every gradient's path, so that the derivative check meets it within
@@ -120,14 +203,25 @@ def _replay(*args: str) -> subprocess.CompletedProcess:
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
 
 
-def test_replay_with_nothing_to_compare_is_a_usage_error(tmp_path):
-    """Before, a case file without `#: out` lines replayed as AGREES."""
+def test_replay_without_expectations_compares_with_the_reference(tmp_path):
+    """Once, a case file without `#: out` lines replayed as AGREES; then as "nothing to
+    compare". A program with no expectation is compared with the reference's own outcome:
+    its values, its rejection, its run-time error, said first."""
     bare = tmp_path / "bare.ir"
     bare.write_text("\n".join(line for line in (CASES / "gradient" / "op_form_recip.ir")
                               .read_text().splitlines() if not line.startswith("#: out")))
     run = _replay(str(bare), "--impl=reference")
-    assert run.returncode == 2 and "nothing to compare" in run.stderr, run.stdout + run.stderr
-    assert "AGREES" not in run.stdout
+    assert run.returncode == 0 and "compared with the reference's outcome" in run.stdout, \
+        run.stdout + run.stderr
+    assert "AGREES" in run.stdout
+    run = _replay(str(bare), f"--impl={FAULTS}.recip_form")
+    assert run.returncode == 1 and "DIVERGES" in run.stdout, run.stdout + run.stderr
+    rejected = tmp_path / "rejected.ir"
+    rejected.write_text("%a = buffer slot=0 dtype=f32 shape=[]\n%x = load %a\n"
+                        "%g = gradient %x %x\n%h = gradient %g %nope\nstore %a %h\n")
+    run = _replay(str(rejected), "--impl=reference")
+    assert run.returncode == 0 and "a rejection (" in run.stdout and "line 4" in run.stdout, \
+        run.stdout + run.stderr
 
 
 def test_replay_diagnoses_a_case_whose_out_lines_cover_some_slots(tmp_path):
@@ -171,3 +265,32 @@ def test_several_failures_of_one_check_are_described_by_the_first():
                                             ExceptionGroup("inner", [first, second])])
     assert _diverged(group) is first
     assert _diverged(ValueError("no")) is None
+
+
+CRASHES_AT_REDUCE = str(ROOT / "tests" / "impls" / "crashes_at_reduce.py")
+
+
+def test_a_crash_at_build_is_no_rejection():
+    """Before, a student's build that raised a TypeError at every reduce passed each
+    rejection case file with a reduce in it as "rejected", and a rejection variant explained
+    the crashes. A built-in programming error raised from build is a crash (impl-protocol.md):
+    those files fail, saying so, and no variant is named; named as deliberate in
+    CAPABILITIES["rejection"], the same TypeError is a rejection again."""
+    from gradient_conformance import resource
+    with_reduce = {f"test_case_file[{p.relative_to(resource('cases')).as_posix()}]"
+                   for p in cases.case_paths([resource("cases")])
+                   if p.parent.name == "reject" and " reduce " in p.read_text()}
+    assert with_reduce
+    code, output, _ = suite(CRASHES_AT_REDUCE, "-k", "test_case_file and reject",
+                            "--no-shrink")
+    assert code == 1, output[-3000:]
+    failed = set(re.findall(r"^FAILED \S*::(test_case_file\[\S+\])", output, re.M))
+    assert failed == with_reduce, output[-3000:]
+    assert "rejected by a crash: TypeError: _mk() got multiple values for argument 'op'" \
+        in output
+    diagnoses = [line for line in output.splitlines() if line.startswith("diagnosis:")]
+    assert diagnoses and not any("[" in line for line in diagnoses), diagnoses
+    code, output, _ = suite(CRASHES_AT_REDUCE, "-k", "test_case_file and reject",
+                            "--no-shrink", "--pass-env=REJECTION",
+                            env={**os.environ, "REJECTION": "1"})
+    assert code == 0, output[-3000:]

@@ -22,6 +22,7 @@ def test_invalid_gradients_are_rejected(impl, tally, data):
     want, got = Outcome("rejected"), impl.build_only(case.source)
     reading = running.Reading(case.source, case.parsed)
     tally.reach(reading)
+    tally.compared(running.STATUS, 1)
     difference = compare(want, got)
     if difference is not None:
         raise tally.diverged(running.Finding(

@@ -13,8 +13,11 @@ from hypothesis import strategies as st
 from gradient_conformance import resource
 from gradient_conformance.conformance.outcome import Outcome, compare
 from gradient_conformance.conformance.running import (
+    BITS,
     DIGITS,
+    STATUS,
     STEP,
+    TRUTH,
     C,
     Finding,
     K,
@@ -36,6 +39,10 @@ def tape_verdict(tally, tape, want: Outcome, got: Outcome, description: str,
                  context: str = "") -> None:
     """Raise Diverged unless the tape's outcomes agree (compare: bit for bit, any NaN
     matching any NaN; a rejection by kind only)."""
+    if want.status == "ok" and want.derivatives:
+        tally.compared(BITS, len(want.derivatives))
+    else:
+        tally.compared(STATUS, 1)
     difference = compare(want, got)
     if difference is not None:
         raise tally.diverged(Finding(f"{context}{difference}", want, got, TapeCase(tape),
@@ -87,10 +94,12 @@ def test_tape_derivatives_are_near_the_true_derivative(impl, tally, data):
     for k in range(len(entries)):
         ref, mine = exact.decode(want.derivatives[k]), exact.decode(got.derivatives[k])
         if not math.isfinite(ref):
+            tally.leave_out("no finite true value (an overflow)", 1)
             continue  # an overflow: nothing to measure against
         truth = _true_derivative(entries, k)
         allowed = K * abs(ref - truth) + C * ulp(truth)
         error = abs(mine - truth) if math.isfinite(mine) else math.inf
+        tally.compared(TRUTH, 1)
         if error > allowed:
             raise tally.diverged(Finding(
                 f"entry {k}: the true derivative is {truth!r}, the implementation's {mine!r} "

@@ -57,6 +57,14 @@ def main(argv: list[str] | None = None) -> int:
         # command: a line, not a traceback, and pytest's own status for an interrupted run.
         print("gradient-conformance: interrupted", file=sys.stderr)
         return 2
+    except Exception as problem:
+        # pytest's own report of a Ctrl-C can fail (a frame without a line number, where the
+        # signal landed, breaks its traceback's repr): the run was interrupted all the same.
+        if not isinstance(problem.__context__, KeyboardInterrupt):
+            raise
+        print("gradient-conformance: interrupted (pytest could not report where: "
+              f"{type(problem).__name__})", file=sys.stderr)
+        return 2
 
 
 def _main(argv: list[str] | None) -> int:

@@ -14,11 +14,14 @@ import numpy as np
 from gradient_conformance.conformance.commands.suite import load_implementation
 from gradient_conformance.conformance.outcome import Outcome, compare
 from gradient_conformance.conformance.running import (
+    STATUS,
+    TRUTH,
     Diverged,
     Reading,
     Tally,
+    bits_are_the_point,
     claimed,
-    near_the_truth,
+    compare_claims,
     traps,
 )
 from gradient_conformance.reference import cases, exact
@@ -29,9 +32,11 @@ from gradient_conformance.reference.tape import load_tape_case
 from gradient_conformance.reports.records import visible
 
 
-def replay(impl, path: str, *, trace: bool = False, diagnose: bool = False) -> tuple[bool, str]:
+def replay(impl, path: str, *, trace: bool = False,
+           diagnose: bool = False) -> tuple[bool | None, str]:
     """(agrees, the comparison as text) for one case file: a program (.ir) or a tape
-    (.json). `diagnose`: when it diverges, say which variant of the spec gives the same."""
+    (.json); agrees is None where nothing was left to compare (the case-file check skips
+    it). `diagnose`: when it diverges, say which variant of the spec gives the same."""
     if str(path).endswith(".json"):
         return replay_tape(impl, path, diagnose=diagnose)
     try:
@@ -40,12 +45,10 @@ def replay(impl, path: str, *, trace: bool = False, diagnose: bool = False) -> t
             cases.buffer_slots(case.source)
     except IRError as problem:
         raise ValueError(f"{path}: {problem}") from None
-    if case.error is None and not case.run_error and not case.outputs and not case.near:
-        raise ValueError(f"{path} has no `#: out`, `#: near`, `#: error` or `#: run-error` "
-                         "line: nothing to compare (gradient-conformance spec \"Case "
-                         "files\")")
     reading = Reading(case.source)
     lines = [f"case: {path}", f"implementation: {impl.label} ({impl.spec})"]
+    if case.error is None and not case.run_error and not case.outputs and not case.near:
+        lines.append(_expect_the_reference(case, reading))
     slots = reading.slots if case.error is None else {}
     buffers = cases.initial_buffers(case, slots)
     if case.error is not None:
@@ -74,51 +77,97 @@ def replay(impl, path: str, *, trace: bool = False, diagnose: bool = False) -> t
     whole, expected = got, want
     want, got, left_out = claimed(impl, reading, want, got)
     difference = compare(want, got, ulps=ulps)
-    agrees = difference is None and _near(case, got, lines)
-    unclaimed = None
-    if left_out and got.status == "ok":
-        agrees = _true_derivative(reading, buffers, whole, left_out, lines) and agrees
-        # Shown, not judged: what the file says of the bits it does not claim.
-        unclaimed = compare(Outcome("ok", {s: expected.buffers[s] for s in left_out}),
-                            Outcome("ok", {s: whole.buffers[s] for s in left_out}), ulps=ulps)
-        if unclaimed is not None:
-            lines.append(f"the bits of slots {left_out}, which it does not claim, are not the "
-                         f"file's: {unclaimed}")
+    # The comparison the case-file check makes (running.compare_claims), on a tally of its
+    # own: what it compared, and the first divergence it found.
+    tally, far = _compared(impl, path, reading, buffers, expected, whole, ulps)
+    agreeing = far is None and (expected.status == "ok" or difference is None)
+    agrees: bool | None = agreeing and _near(case, got, lines)
+    unclaimed = _unclaimed(left_out, expected, whole, far, tally, ulps, lines) \
+        if left_out and whole.status == "ok" else None
+    for why, count in tally.left_out.items():
+        lines.append(f"left out, {count} outputs: {why}")
+    if agreeing and not tally.ledger and not case.near:
+        lines.append("nothing left to compare, as the case-file check skips it")
+        agrees = None
     if want.status == "ok":
         _slot_lines(slots, want, got, difference, lines)
     if trace:
         lines.append("the reference's walk:")
         lines.append(format_trace(reading.program()).rstrip())
-    if diagnose and (not agrees or unclaimed is not None):
-        got = whole
-        from gradient_conformance.conformance.explain import explain_finding
-        from gradient_conformance.conformance.running import Finding, ProgramCase
-        if want.status == "ok" and got.status == "ok":
-            # Explained against the reference's own outcome on every slot: the case file
-            # may expect some of them only.
-            want = reading.outcome(buffers)
-        diagnosis, location = explain_finding(Finding(
-            "", want, got, ProgramCase(reading, buffers),
-            rule=case.error if case.error != "any" else None), impl)
-        lines += [diagnosis.line(), location.text()]
+    if diagnose and (agrees is False or unclaimed is not None):
+        lines += _explained(impl, case, reading, buffers, want, whole)
     return agrees, "\n".join([*lines, _verdict(agrees)])
 
 
-def _true_derivative(reading: Reading, buffers, got: Outcome, left_out, lines) -> bool:
-    """Whether the slots made from a gradient, whose bits the implementation does not
-    claim, are within the derivative check's bound of the truth, saying so."""
-    lines.append(f"slots {left_out}: made from a gradient, whose bits the implementation does "
-                 "not claim; compared with the true derivative, as the derivative check does")
+def _explained(impl, case, reading: Reading, buffers, want: Outcome, got: Outcome) -> list[str]:
+    """The diagnosis and location of a case file's divergence, as lines."""
+    from gradient_conformance.conformance.explain import explain_finding
+    from gradient_conformance.conformance.running import Finding, ProgramCase
+    if want.status == "ok" and got.status == "ok":
+        # Explained against the reference's own outcome on every slot: the case file
+        # may expect some of them only.
+        want = reading.outcome(buffers)
+    diagnosis, location = explain_finding(Finding(
+        "", want, got, ProgramCase(reading, buffers),
+        rule=case.error if case.error != "any" else None), impl)
+    return [diagnosis.line(), location.text()]
+
+
+def _compared(impl, path, reading: Reading, buffers, expected: Outcome, got: Outcome,
+              ulps: int):
+    """(the tally of what was compared, the divergence found or None), as the case-file
+    check compares (running.compare_claims); a rejection or a run-time error by its
+    status."""
+    tally = Tally()
+    if expected.status != "ok":
+        tally.compared(STATUS, 1)
+        return tally, None
     try:
-        near_the_truth(Tally(), reading, buffers, reading.outcome(buffers), got)
-    except Diverged as far:
-        lines.append(far.finding.summary)
-        return False
-    except (ArithmeticError, ValueError, IRError) as problem:
-        lines.append(f"not compared, so not agreeing: no true derivative here ({problem})")
-        return False
-    lines.append("within the bound of the truth")
-    return True
+        compare_claims(impl, tally, reading, buffers, expected, got, ulps=ulps,
+                       bits_are_the_point=bits_are_the_point(path))
+    except Diverged as diverged:
+        return tally, diverged.finding
+    return tally, None
+
+
+def _expect_the_reference(case, reading: Reading) -> str:
+    """A program with no `#:` expectation (docs/commands.md, "Replay"): the reference's own
+    outcome on it, from its `#: in` lines and zeros, made the case's expectation; what it
+    is, in words."""
+    said = "the file has no `#: out`, `#: error` or `#: run-error` line: compared with the " \
+        "reference's outcome on it, "
+    slots = reading.slots if reading.error is None else {}
+    want = reading.outcome(cases.initial_buffers(case, slots))
+    if want.status == "rejected":
+        case.error = "any"
+        return said + f"a rejection ({want.message})"
+    if want.status == "run-error":
+        case.run_error = True
+        return said + f"a run-time error ({want.message})"
+    case.outputs = dict(want.buffers)
+    return said + f"the final contents of slots {sorted(want.buffers)}"
+
+
+def _unclaimed(left_out, expected: Outcome, whole: Outcome, far, tally: Tally, ulps: int,
+               lines: list[str]):
+    """What was said of the slots whose bits the implementation does not claim: beside the
+    truth (from the comparison's tally and its divergence, `far`), and the file's bits shown,
+    not judged. Returns the difference from those bits, if any."""
+    if far is not None and far.comparison == "truth":
+        lines.append(f"slots {left_out}: made from a gradient, whose bits the implementation "
+                     "does not claim; compared with the true derivative, as the derivative "
+                     f"check does: {far.summary}")
+    elif TRUTH in tally.ledger:
+        lines.append(f"slots {left_out}: made from a gradient, whose bits the implementation "
+                     "does not claim; compared with the true derivative, as the derivative "
+                     "check does: within the bound of the truth")
+    unclaimed = compare(Outcome("ok", {s: expected.buffers[s] for s in left_out}),
+                        Outcome("ok", {s: whole.buffers[s] for s in left_out
+                                       if s in whole.buffers}), ulps=ulps)
+    if unclaimed is not None:
+        lines.append(f"the bits of slots {left_out}, which it does not claim, are not the "
+                     f"file's: {unclaimed}")
+    return unclaimed
 
 
 def _slot_lines(slots, want: Outcome, got: Outcome, difference, lines: list[str]) -> None:
@@ -183,7 +232,9 @@ def replay_tape(impl, path: str, *, diagnose: bool = False) -> tuple[bool, str]:
     return agrees, "\n".join([*lines, _verdict(agrees)])
 
 
-def _verdict(agrees: bool) -> str:
+def _verdict(agrees: bool | None) -> str:
+    if agrees is None:
+        return "NOT COMPARED: nothing of this case file is compared for this implementation"
     return "AGREES with the expectation" if agrees else "DIVERGES from the expectation"
 
 
@@ -205,5 +256,6 @@ def run(args) -> int:
         impl.close()
     # What the case file and the implementation said, escapes shown, never run by the terminal.
     print(visible(text))
-    return 0 if agrees else 1
+    # Nothing compared is neither agreement nor divergence: the status of a usage problem.
+    return 2 if agrees is None else 0 if agrees else 1
 
