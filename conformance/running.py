@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import math
 import pathlib
+import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -271,7 +272,13 @@ BITS = "bit for bit"
 ULPS = "within the declared ulps"
 TRUTH = "against the true derivative"
 STATUS = "statuses"  # a rejection, an acceptance or a run-time error, by kind
-HOW = (BITS, ULPS, TRUTH, STATUS)
+LINES = "line numbers in messages"  # a text error's line, as ir.md asks of every message
+HOW = (BITS, ULPS, TRUTH, STATUS, LINES)
+# What an `#: error-mentions` line says beyond a line number: the reference's own words.
+WORDING = ("the wording an `#: error-mentions` line asks beyond its line number: the "
+           "reference's own, not asked of an implementation (ir.md asks for the line and a "
+           "message a person can act on)")
+UNCHECKED = "messages: not compared (CAPABILITIES['messages'] is False)"
 
 
 class NothingCompared(Exception):
@@ -583,6 +590,7 @@ def check_case_file(impl, tally, path, description: str) -> None:
             raise tally.diverged(Finding(
                 f"expected a rejection ({case.error}): {difference}", want, got,
                 ProgramCase(reading), difference, description, rule=case.error))
+        check_mentions(impl, tally, case, reading, got, description)
         return
     buffers = case_file_buffers(case, reading.slots)
     trapping = traps(impl, reading, buffers)
@@ -600,6 +608,33 @@ def check_case_file(impl, tally, path, description: str) -> None:
     if not tally.ledger or (listed and listed <= set(left_out) and TRUTH not in tally.ledger):
         _skip("nothing the file names as its outputs is left to compare: "
               + "; ".join(tally.left_out))
+
+
+def check_mentions(impl, tally, case, reading, got: Outcome, description: str) -> None:
+    """A rejection's message beside the file's `#: error-mentions` lines (docs/suite.md,
+    "What a pass compared"): a mention that gives a line ("line 5 ...") asks the message for
+    that line's number, as ir.md asks of every error in the text; the rest of its words are
+    the reference's, left out, saying so. Not at all where CAPABILITIES["messages"] is
+    False."""
+    if not case.mentions:
+        return
+    if not impl.capabilities.get("messages", True):
+        tally.leave_out(UNCHECKED, len(case.mentions))
+        return
+    for mention in case.mentions:
+        line = re.match(r"line (\d+)\b", mention)
+        if line is None:
+            tally.leave_out(WORDING, 1)
+            continue
+        tally.compared(LINES, 1)
+        if not re.search(rf"(?<!\d){line.group(1)}(?!\d)", got.message):
+            said = (f"the rejection's message does not give the line, {line.group(1)} (the "
+                    f"file says it mentions {mention!r}): {got.message!r}")
+            raise tally.diverged(Finding(
+                said, Outcome("rejected", message=mention), got, ProgramCase(reading),
+                Difference(said, "message"), description, rule=case.error))
+        if mention.strip() != line.group(0):
+            tally.leave_out(WORDING, 1)
 
 
 def case_file_buffers(case, slots) -> dict:

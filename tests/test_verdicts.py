@@ -294,3 +294,26 @@ def test_a_crash_at_build_is_no_rejection():
                             "--no-shrink", "--pass-env=REJECTION",
                             env={**os.environ, "REJECTION": "1"})
     assert code == 0, output[-3000:]
+
+
+def test_a_message_must_give_the_line_a_case_file_says_it_mentions():
+    """Before, `#: error-mentions` was promised by SPEC and checked by nothing: a message
+    without the line passed. A mention that gives a line asks the implementation's message
+    for that number (ir.md: every error in the text with its line); the rest of a mention's
+    words are the reference's own, left out, saying so; an implementation that declares
+    CAPABILITIES["messages"] = False is told "messages: not compared"."""
+    from gradient_conformance import resource
+    with_lines = {f"test_case_file[{p.relative_to(resource('cases')).as_posix()}]"
+                  for p in cases.case_paths([resource("cases")])
+                  if re.search(r"^#: error-mentions line \d", p.read_text(), re.M)}
+    assert len(with_lines) >= 10
+    impl = str(ROOT / "tests" / "impls" / "no_lines.py")
+    code, output, _ = suite(impl, "-k", "test_case_file", "--no-shrink")
+    assert code == 1, output[-3000:]
+    failed = set(re.findall(r"^FAILED \S*::(test_case_file\[\S+\])", output, re.M))
+    assert failed == with_lines, output[-3000:]
+    assert "the rejection's message does not give the line" in output
+    assert "not asked of an implementation" in output  # the wording, left out, said
+    code, output, _ = suite(impl, "-k", "test_case_file", "--no-shrink",
+                            "--pass-env=MESSAGES", env={**os.environ, "MESSAGES": "0"})
+    assert code == 0 and "messages: not compared" in output, output[-3000:]

@@ -20,6 +20,7 @@ from gradient_conformance.conformance.running import (
     Reading,
     Tally,
     bits_are_the_point,
+    check_mentions,
     claimed,
     compare_claims,
     traps,
@@ -79,7 +80,9 @@ def replay(impl, path: str, *, trace: bool = False,
     difference = compare(want, got, ulps=ulps)
     # The comparison the case-file check makes (running.compare_claims), on a tally of its
     # own: what it compared, and the first divergence it found.
-    tally, far = _compared(impl, path, reading, buffers, expected, whole, ulps)
+    tally, far = _compared(impl, path, case, reading, buffers, expected, whole, ulps)
+    if far is not None and far.difference is not None and far.difference.kind == "message":
+        lines.append(far.summary)
     agreeing = far is None and (expected.status == "ok" or difference is None)
     agrees: bool | None = agreeing and _near(case, got, lines)
     unclaimed = _unclaimed(left_out, expected, whole, far, tally, ulps, lines) \
@@ -113,14 +116,19 @@ def _explained(impl, case, reading: Reading, buffers, want: Outcome, got: Outcom
     return [diagnosis.line(), location.text()]
 
 
-def _compared(impl, path, reading: Reading, buffers, expected: Outcome, got: Outcome,
+def _compared(impl, path, case, reading: Reading, buffers, expected: Outcome, got: Outcome,
               ulps: int):
     """(the tally of what was compared, the divergence found or None), as the case-file
-    check compares (running.compare_claims); a rejection or a run-time error by its
-    status."""
+    check compares (running.compare_claims, running.check_mentions); a rejection or a
+    run-time error by its status, a rejection's message by the lines it must give."""
     tally = Tally()
     if expected.status != "ok":
         tally.compared(STATUS, 1)
+        if expected.status == "rejected" and got.status == "rejected":
+            try:
+                check_mentions(impl, tally, case, reading, got, "")
+            except Diverged as diverged:
+                return tally, diverged.finding
         return tally, None
     try:
         compare_claims(impl, tally, reading, buffers, expected, got, ulps=ulps,

@@ -40,7 +40,7 @@ from gradient_conformance.reports.records import visible
 DEFAULT_TIMEOUT = 20.0
 DEFAULT_CAPABILITIES = {"unsupported": [], "ulp": {}, "bit_exact_gradients": True,
                         "integer_division_traps": False, "float64_gradients": False,
-                        "environment": [], "rejection": []}
+                        "environment": [], "rejection": [], "messages": True}
 ENVIRONMENT_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 
 
@@ -233,7 +233,8 @@ def checked_capabilities(declared) -> dict:
             raise LoadFailed(f"CAPABILITIES['ulp'][{op!r}] is {ulps!r}, not a whole number "
                              "of ulps")
     flags = {}
-    for flag in ("bit_exact_gradients", "integer_division_traps", "float64_gradients"):
+    for flag in ("bit_exact_gradients", "integer_division_traps", "float64_gradients",
+                 "messages"):
         flags[flag] = declared.get(flag, DEFAULT_CAPABILITIES[flag])
         if not isinstance(flags[flag], bool):
             raise LoadFailed(f"CAPABILITIES[{flag!r}] must be True or False")
