@@ -125,8 +125,17 @@ class Graph:
     def __init__(self):
         self.nodes, self.index = [], {}
 
+    def scope_of(self, op, args, scope):
+        """A load, a counter, a buffer, a parameter: where made; any other node: the innermost
+        of its operands' scopes (loop ids grow inwards), so that a pure node of outside values
+        is the one outside (ir.md, "Hash consing")."""
+        if op in ("load", "counter", "buffer", "param"):
+            return scope
+        return max((a.scope for a in args), default=0)
+
     def make(self, op, args=(), at=(), scope=0, tag=None, dt=None, sh=None, value=None):
         at = tuple(sorted(at))
+        scope = self.scope_of(op, args, scope)
         if dt is None:
             dt, sh = self.type_of(op, args, dict(at))
         key = (op, dt, sh, tuple(a.id for a in args), at, scope, tag,
@@ -222,9 +231,13 @@ def _attr(text):
     return text
 
 
-def tokenize(source):
+def tokenize(source, where=None):
+    """The statements, each (line, target, op, operands, attributes); `where[0]`, the line
+    being read."""
     out = []
+    where = where if where is not None else [0]
     for number, raw in enumerate(source.splitlines(), 1):
+        where[0] = number
         line = raw.split("#", 1)[0].strip()
         if not line:
             continue
@@ -274,9 +287,21 @@ class Program:
 
 # Complex on purpose: the independent implementation's whole builder in one pass, deliberately
 # unlike the reference's, so that a shared mistake of structure is unlikely.
-def build_program(source: str) -> Program:  # noqa: C901
+def build_program(source: str) -> Program:
+    """The program built, or Invalid naming the line it is rejected at (ir.md: every error
+    in the text with its line number)."""
+    where = [0]
+    try:
+        return _build_program(source, where)
+    except Invalid as problem:
+        if not where[0] or str(problem).startswith("line "):
+            raise
+        raise Invalid(f"line {where[0]}: {problem}") from None
+
+
+def _build_program(source: str, where: list) -> Program:  # noqa: C901
     p = Program()
-    lines = tokenize(source)
+    lines = tokenize(source, where)
     env, ever = {}, set()
     stack = [(p.top, None, [])]  # (body, loop, names)
     stores = {}
@@ -323,6 +348,7 @@ def build_program(source: str) -> Program:  # noqa: C901
     i = 0
     while i < len(lines):
         number, target, op, ops, at = lines[i]
+        where[0] = number
         i += 1
         if op == "def":
             if len(stack) > 1 or target or not ops or not ops[0].startswith("@"):
@@ -340,6 +366,7 @@ def build_program(source: str) -> Program:  # noqa: C901
             if not body or body[-1][2] != "return" or any(b[2] == "return" for b in body[:-1]):
                 raise Invalid("function body must end in return")
             for b in body:
+                where[0] = b[0]  # a body's own line, not its def's
                 if b[2] == "gradient":
                     raise Invalid("gradient in function")
                 if b[2] in ("buffer", "load", "store", "range", "end", "def"):

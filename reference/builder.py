@@ -40,7 +40,7 @@ class _Frame:
 class _Builder:
     def __init__(self, semantics):
         self.semantics = semantics
-        self.graph = Graph(semantics.key)
+        self.graph = Graph(semantics.key, semantics.scope_of)
         self.top: list = []
         self.frames = [_Frame(self.top, None)]
         self.visible: dict[str, Node] = {}
@@ -356,7 +356,7 @@ class _Builder:
         signature = tuple((a.dtype, a.shape) for a in args)
         if signature in function.instances:
             return function.instances[signature]
-        graph = Graph(self.semantics.key)
+        graph = Graph(self.semantics.key, self.semantics.scope_of)
         params = [graph.node("param", (), (("index", k),), dtype=d, shape=sh, line=function.line)
                   for k, (d, sh) in enumerate(signature)]
         env = dict(zip(function.params, params, strict=True))

@@ -67,15 +67,33 @@ def scoped_key(op: str, dtype: str, shape: tuple[int, ...], operands: tuple[Node
     return (op, dtype, shape, tuple(o.id for o in operands), attrs, scope, tag)
 
 
+# The nodes that stay where they are made (ir.md, "Hash consing": "a load inside a range
+# body is never merged with one outside it"): a load, a range's counter, and the leaves that
+# only one place makes (a buffer, a function's parameter).
+PLACED = frozenset({"load", "range", "buffer", "param"})
+
+
+def hoisted_scope(op: str, operands: tuple[Node, ...], scope: int) -> int:
+    """The scope a node made in `scope` is in (SPEC.md, "Hash consing"): a load's (and a
+    counter's) is where it is made; any other node's is the innermost of its operands'
+    (range ids grow inwards), 0 for a literal: `mul %w 2.0` in a body, with `%w` from
+    outside, is the `mul %w 2.0` outside (ir.md)."""
+    if op in PLACED:
+        return scope
+    return max((o.scope for o in operands), default=0)
+
+
 class Graph:
     """Interns nodes. One graph per program, and one per instance of a function body; nothing
     is shared between graphs, so nothing leaks from one program to the next. `key` says which
-    nodes are equal: the spec's `scoped_key`, or a variant's (reference/semantics.py)."""
+    nodes are equal: the spec's `scoped_key`, or a variant's (reference/semantics.py);
+    `scope_of`, which scope a node is in: the spec's `hoisted_scope`, or a variant's."""
 
-    def __init__(self, key: Callable[..., object] = scoped_key):
+    def __init__(self, key: Callable[..., object] = scoped_key,
+                 scope_of: Callable[..., int] = hoisted_scope):
         self.nodes: list[Node] = []
         self._index: dict[object, Node] = {}
-        self._key = key
+        self._key, self._scope_of = key, scope_of
 
     def node(self, op: str, operands: tuple[Node, ...] = (), attrs=(), *, scope: int = 0,
              tag: int | None = None, line: int = 0, dtype: str | None = None,
@@ -83,6 +101,7 @@ class Graph:
         """The node (op operands attrs) in `scope`, made if it is new. dtype and shape come from
         the op's signature; only leaves (buffer, const, param, range) pass them in."""
         attrs = tuple(sorted(attrs, key=_attribute_rank))
+        scope = self._scope_of(op, tuple(operands), scope)
         if dtype is None:
             dtype, shape = infer(op, operands, dict(attrs))
         key = self._key(op, dtype, shape, tuple(operands), attrs, scope, tag, origin)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from . import errors, exact
 from .gradient import OPERANDS, depends_on, flows, left_fold, post_order
-from .graph import scoped_key
+from .graph import hoisted_scope, scoped_key
 from .interp import EXACT
 from .rules import RULES
 
@@ -63,6 +63,7 @@ class Semantics:
     reads: Callable[[str], str] = as_written
     # hash consing (SPEC.md, "Hash consing")
     key: Callable = scoped_key
+    scope_of: Callable = hoisted_scope
     # values (SPEC.md, "Values and arithmetic")
     domain: object = EXACT  # the f32 arithmetic, and the forms of any other op it overrides
     literal: Callable[[str], int] = exact.f32_from_text  # an f32 literal's text -> its bits

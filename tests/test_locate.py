@@ -42,7 +42,7 @@ def _located(spec: str, case_file: str, *, guess: bool = True, **kwargs):
     ("detach-passes", "examples/lesson_detach.ir", "blocked", 7, "detach"),
     ("flush-results", "ops/subnormals_kept.ir", "value", 12, "mul"),
     ("pairwise-reduce", "ops/reduce_not_pairwise.ir", "value", 9, "reduce"),
-    ("scopes-merged", "gradient/range_keeps_nodes_apart.ir", "loop", 10, "range"),
+    ("scopes-kept-apart", "gradient/range_body_shares_outer_nodes.ir", "loop", 12, "range"),
     ("signed-zero-literals-merged", "ops/signed_zero_literals.ir", "value", 12, "add"),
     ("max-tie-first", "examples/max_tie.ir", "share", 12, "max"),
 ])

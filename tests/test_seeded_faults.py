@@ -55,7 +55,7 @@ DIAGNOSED_AS = {
     "max_tie_first": "max-tie-first", "pairwise_reduce": "pairwise-reduce",
     "flush_to_zero": "flush-results", "reduce_mul_on_path": "reduce-mul-as-add",
     "nonscalar_loss": "without-loss-not-f32-scalar", "recip_form": "recip-form",
-    "merged_scopes": "scopes-merged", "tape_program_order": "tape-program-order",
+    "scopes_kept_apart": "scopes-kept-apart", "tape_program_order": "tape-program-order",
     "tape_const_zero": "tape-const-zero", "tape_same_operand_once": "tape-same-operand-once",
 }
 
@@ -72,14 +72,14 @@ LOCATED_AT = {
     "max_tie_first": ("share", "max"), "pairwise_reduce": ("value", "reduce"),
     "flush_to_zero": ("value", None), "reduce_mul_on_path": ("rejection", "gradient"),
     "nonscalar_loss": ("rejection", "gradient"), "recip_form": ("share", "recip"),
-    "merged_scopes": ("loop", "range"), "tape_program_order": ("sum", None),
+    "scopes_kept_apart": ("loop", "range"), "tape_program_order": ("sum", None),
     "tape_const_zero": ("leaf", "const"), "tape_same_operand_once": ("share", None),
 }
 ALSO_AT = {
     "flush_to_zero": {("share", None), ("fold", None), ("literal", None)},
     # Let through a detach, a gradient reaches a reduce op=mul, which it then refuses.
     "detach_passes": {("blocked", "cast"), ("rejected", None)},
-    "merged_scopes": {("value", None)}, "literal_x": {("rejection", "gradient")},
+    "scopes_kept_apart": {("value", None)}, "literal_x": {("rejection", "gradient")},
     # expand's share is a reduce op=add: its sum rounds as the fault sums.
     "pairwise_reduce": {("share", "reduce"), ("share", "expand")},
 }

@@ -12,7 +12,7 @@ TOPICS = {
                "gradient/detached_loss.ir",  # a detached loss has zeros
                "examples/lesson_detach.ir"],
     "higher_order": ["examples/second_derivative.ir"],
-    "hash_consing": ["gradient/hash_consing_shares.ir", "gradient/range_keeps_nodes_apart.ir",
+    "hash_consing": ["gradient/hash_consing_shares.ir", "gradient/range_body_shares_outer_nodes.ir",
                      "ops/memory_order.ir"],
     "loops_and_calls": ["ops/loop_carries_memory.ir", "ops/nested_ranges.ir", "ops/calls.ir",
                         "near_miss/gradient_in_loop.ir", "near_miss/call_behind_i32.ir"],

@@ -168,11 +168,10 @@ WALK = [
 # --- hash consing (SPEC.md, "Hash consing") -------------------------------------------------
 
 
-def _scopes_merged(op, dtype, shape, operands, attrs, scope, tag, origin):
-    """A range body's pure nodes are one with equal nodes outside (loads, counters apart)."""
-    if op not in ("load", "range") and not any(o.scope for o in operands):
-        scope = 0
-    return scoped_key(op, dtype, shape, operands, attrs, scope, tag, origin)
+def _kept_apart(op, operands, scope):
+    """Every node made in a range body is in the body's scope, a pure one too: the project's
+    reading before ir.md said otherwise in so many words."""
+    return scope
 
 
 def _signed_zero_literals_merged(op, dtype, shape, operands, attrs, scope, tag, origin):
@@ -199,8 +198,8 @@ def _where_folded(key: Callable) -> Callable:
 INTERNING = [
     Variant("no-hash-consing", "makes every statement a node of its own: equal nodes are not "
             "one", "Hash consing", _set(key=lambda *fields: object())),
-    Variant("scopes-merged", "merges the nodes of a range body with equal nodes outside it",
-            "Hash consing", _set(key=_scopes_merged)),
+    Variant("scopes-kept-apart", "keeps every node of a range body apart from an equal one "
+            "outside it, a pure one too", "Hash consing", _set(scope_of=_kept_apart)),
     Variant("signed-zero-literals-merged", "makes the literals 0.0 and -0.0 one node, the "
             "first one written", "Hash consing", _set(key=_signed_zero_literals_merged)),
     Variant("gradient-nodes-apart", "keeps the nodes a gradient builds apart from the "
