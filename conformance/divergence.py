@@ -66,7 +66,8 @@ def _describe_program(check: str, test_id: str, finding: Finding,
         run_error=want.status == "run-error",
         comments=[f"divergence found by {check}: {finding.summary}",
                   f"signature: {check} / {finding.rule or '+'.join(listed)} / {kind}",
-                  *([finding.description] if finding.description else [])])
+                  *([finding.description] if finding.description else [])],
+        header_last=True)  # the run's line numbers are the file's, and replay's
     return Divergence(
         check=check, test_id=test_id, summary=visible(finding.summary),
         source=visible(reading.source), description=visible(finding.description),

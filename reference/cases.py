@@ -207,13 +207,17 @@ def format_values(array: np.ndarray, dtype: str) -> str:
 
 
 def format_case(source: str, *, inputs: dict[int, np.ndarray], outputs=None, error=None,
-                run_error: bool = False, comments=(), directives=(), slots=None) -> str:
+                run_error: bool = False, comments=(), directives=(), slots=None,
+                header_last: bool = False) -> str:
     """The case file for `source`: the inverse of `parse_case`. `outputs` (slot -> array) are
     expected bit for bit; `error` is a rejection kind (or "any"); `comments` open the file,
     and `directives` follow them as `#:` lines that this parser ignores (a vector's class).
     The program's own `#:` lines are dropped, so a case is never expected twice. A source
     that does not parse (a syntax-error case) can only carry an error. `slots`: the
-    program's (slots_of), when the caller has them."""
+    program's (slots_of), when the caller has them. `header_last`: the comments and `#:`
+    lines after the program, whose own `#:` lines become empty comments, so that every
+    statement keeps the line number it had in `source` (a saved divergence: the run, the
+    file and its replay number the lines alike)."""
     if slots is None:
         slots = buffer_slots(source) if inputs or outputs else {}
     lines = [f"# {line}".rstrip() for text in comments for line in str(text).splitlines()]
@@ -226,6 +230,9 @@ def format_case(source: str, *, inputs: dict[int, np.ndarray], outputs=None, err
         lines.append("#: run-error")
     for slot, array in sorted((outputs or {}).items()):
         lines.append(f"#: out {slot} = {format_values(array, slots[slot][0])}")
+    if header_last:
+        body = ["#" if line.lstrip().startswith("#:") else line for line in source.splitlines()]
+        return "\n".join([*body, *lines]).rstrip("\n") + "\n"
     body = [line for line in source.splitlines() if not line.lstrip().startswith("#:")]
     return "\n".join(lines + body).rstrip("\n") + "\n"
 

@@ -6,6 +6,17 @@ from __future__ import annotations
 from gradient_conformance.reports.records import Divergence
 
 SHOWN_VALUES = 16  # input values per slot in the terminal
+LINE_LIMIT = 160  # characters of a program's line in the terminal; the report keeps it whole
+
+
+def cut(line: str, limit: int = LINE_LIMIT) -> str:
+    """A program's line as the terminal shows it: whole up to `limit` characters, else its
+    start and end with how much is left out between them, said."""
+    if len(line) <= limit:
+        return line
+    head, tail = line[:limit - 60], line[-30:]
+    return (f"{head} ... [{len(line) - len(head) - len(tail)} characters cut, of "
+            f"{len(line)}; the report has the line whole] ... {tail}")
 
 
 def terminal_text(d: Divergence) -> str:
@@ -20,12 +31,12 @@ def terminal_text(d: Divergence) -> str:
         if tape:
             out.append("--- the tape" + (" (the entry marked > is the first whose derivative "
                                          "differs)" if marked else "") + " ---")
-            out += [f"{'>' if k in marked else ' '} {line}"
+            out += [f"{'>' if k in marked else ' '} {cut(line)}"
                     for k, line in enumerate(d.source.splitlines(), start=1)]
         else:
             out.append("--- the program" + (" (lines marked > store the first differing slot)"
                                             if marked else "") + " ---")
-            out += [f"{'>' if k in marked else ' '}{k:4}  {line}"
+            out += [f"{'>' if k in marked else ' '}{k:4}  {cut(line)}"
                     for k, line in enumerate(d.source.splitlines(), start=1)]
     if d.reduction:
         out.append(d.reduction)

@@ -32,7 +32,7 @@ from gradient_conformance.reports.records import (
     smallest_per_signature,
     to_json,
 )
-from tests.conftest import ROOT, suite
+from tests.conftest import FAULTS, ROOT, suite
 
 HOSTILE = str(ROOT / "tests" / "hostile" / "markup_messages.py")
 RECIP_FAULT = "gradient_conformance.implementations.faults.recip_form"
@@ -411,3 +411,38 @@ def test_the_op_table_shows_only_implicated_ops_shaded_by_their_ratio():
         {"check": "test_tapes_bit_for_bit", "cases": 200, "found": 1, "ratio": 1 / 200,
          "kinds": ["leaf"], "variants": ["tape-const-zero"]}]
     assert 'id="tapes"' in render(tapes)
+
+
+def test_the_run_the_saved_case_file_and_replay_number_the_lines_alike(tmp_path):
+    """Before, the run said `line 6`, and the saved case file and replay line 13: the file's
+    header (the divergence's comments, its expectations) came before the program. The header
+    is now after it, and the program's own `#:` lines are left as empty comments, so each
+    statement keeps its line."""
+    code, output, _ = suite(f"{FAULTS}.recip_form", "-k", "op_form_recip", "--no-shrink",
+                            cwd=tmp_path)
+    assert code == 1, output[-3000:]
+    said = re.search(r"^location: line (\d+), `([^`]*)`", output, re.M)
+    assert said, output[-3000:]
+    [saved] = (tmp_path / ".gradient-conformance" / "divergences").glob("*.ir")
+    lines = saved.read_text().splitlines()
+    assert lines[int(said.group(1)) - 1] == said.group(2)
+    run = subprocess.run([sys.executable, "-m", "gradient_conformance", "replay", str(saved),
+                          f"--impl={FAULTS}.recip_form", "--diagnose"], capture_output=True,
+                         text=True, timeout=300)
+    assert f"location: line {said.group(1)}, `{said.group(2)}`" in run.stdout, run.stdout
+
+
+def test_a_long_program_line_is_cut_in_the_terminal_and_whole_in_the_report():
+    """Before, a 4,300-digit literal printed a hundred terminal lines. The terminal cuts a
+    program's line past LINE_LIMIT in the middle, saying how much; the report keeps it."""
+    from gradient_conformance.reports.terminal import LINE_LIMIT, terminal_text
+    literal = "1." + "3" * 4300
+    source = f"%a = buffer slot=0 dtype=f32 shape=[]\n%x = add {literal} 1.0\nstore %a %x\n"
+    d = Divergence(check="c", test_id="c", summary="differs", source=source)
+    shown = terminal_text(d)
+    assert max(len(line) for line in shown.splitlines()) < LINE_LIMIT + 100, shown
+    assert f"characters cut, of {len(source.splitlines()[1])}; the report has the line whole" \
+        in shown, shown
+    assert literal in render(Report(implementation={"name": "x", "version": "", "spec": "x",
+                                                    "capabilities": {}},
+                                    checks={"c": {"failed": 1}}, divergences=[d]))
