@@ -170,3 +170,18 @@ def test_workers_auto_is_said_on_the_command_line():
     expected = parallelism(["-n", "auto"], usable_cores())[1]
     assert f"gradient-conformance: {expected}" in run.stderr, run.stderr
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr
+
+
+def test_a_mistyped_option_is_the_command_s_usage_error_with_what_was_meant():
+    """Before, `--imp=`, `--profle=` and `--knwon=` reached pytest.main(), whose usage error
+    named none of the suite's options. Now the command says which one was meant, exit 2; an
+    option pytest or a plugin has (`--profile-svg`, pytest-profiling's) is left to pytest."""
+    for typed, meant in (("--imp=x", "--impl"), ("--profle=ci", "--profile"),
+                         ("--knwon=k.txt", "--known")):
+        run = subprocess.run([sys.executable, "-m", "gradient_conformance", "--impl=x", typed],
+                             capture_output=True, text=True, timeout=120)
+        assert run.returncode == 2, run.stderr
+        assert f"{typed.split('=')[0]}: no such option; did you mean {meant}?" in run.stderr
+        assert "pytest.main()" not in run.stderr
+    from gradient_conformance.conformance.commands.suite import usage_problem
+    assert usage_problem(["--impl=x", "--profile-svg"]) is None

@@ -113,6 +113,11 @@ def usage_problem(argv: list[str]) -> str | None:
                         "installed: pip install 'gradient-conformance[xdist]'")
             continue
         option = options.get(name)
+        if option is None and name.startswith("--") and name != "--impl":
+            guess = _meant(name, [*SUITE_OPTIONS, "--impl"])
+            if guess is not None:
+                return (f"{name}: no such option; did you mean {guess}? (gradient-conformance "
+                        "--help lists the suite's options)")
         if option is None or option.flag:
             continue
         if not equals:
@@ -128,6 +133,35 @@ def usage_problem(argv: list[str]) -> str | None:
             except (ValueError, TypeError, argparse.ArgumentTypeError) as problem:
                 return f"{arg if equals else arg + ' ' + value}: {problem}"
     return None
+
+
+def _meant(name: str, ours: list[str]) -> str | None:
+    """The option of ours `name` looks like a typing slip of (`--imp`, `--profle`), unless
+    pytest or one of its plugins has an option of that name."""
+    import difflib
+    close = difflib.get_close_matches(name, ours, n=1, cutoff=0.75)
+    if not close:
+        return None
+    known = _pytest_options()
+    return None if known is None or name in known else close[0]
+
+
+def _pytest_options() -> set[str] | None:
+    """The option names pytest and its installed plugins declare. pytest has no public way
+    to list them; its private one is asked, and a change to it answers None, so that pytest
+    judges the name itself, as before."""
+    try:
+        from _pytest.config import _prepareconfig
+        config = _prepareconfig(["-p", "no:cacheprovider"])
+        try:
+            parser = config._parser
+            return {n for opt in [*parser._anonymous.options,
+                                  *(o for g in parser._groups for o in g.options)]
+                    for n in opt.names()}
+        finally:
+            config._ensure_unconfigure()
+    except Exception:  # noqa: BLE001 - pytest's internals moved: let pytest judge the name
+        return None
 
 
 def _glued_count(arg: str) -> str:
