@@ -119,6 +119,9 @@ ELEMENTWISE = {"add": ("f32", "i32"), "mul": ("f32", "i32"), "max": ("f32", "i32
                "xor": ("i32", "bool"), "shl": ("i32",), "shr": ("i32",),
                "cmplt": ("f32", "i32"), "cmpne": ("f32", "i32", "bool")}
 UNARY = ("recip", "exp2", "log2", "sqrt", "sin")
+# The other ops a function body may hold, and what a body ends with.
+BODY_OPS = ("where", "cast", "bitcast", "reduce", "expand", "reshape", "detach", "call",
+            "return", "gradient", "buffer", "load", "store", "range", "end", "def")
 
 
 class Graph:
@@ -365,8 +368,17 @@ def _build_program(source: str, where: list) -> Program:  # noqa: C901
                 body.append(line)
             if not body or body[-1][2] != "return" or any(b[2] == "return" for b in body[:-1]):
                 raise Invalid("function body must end in return")
+            seen = set(params)
             for b in body:
                 where[0] = b[0]  # a body's own line, not its def's
+                # What the text alone decides, called or not (ir.md: every error in the
+                # text, with its line): names defined before use, ops the IR has.
+                if any(o.startswith("%") and o not in seen for o in b[3]):
+                    raise Invalid(f"a name not defined in {name}")
+                if b[2] not in BODY_OPS and b[2] not in ELEMENTWISE and b[2] not in UNARY:
+                    raise Invalid(f"unknown op {b[2]}")
+                if b[1]:
+                    seen.add(b[1])
                 if b[2] == "gradient":
                     raise Invalid("gradient in function")
                 if b[2] in ("buffer", "load", "store", "range", "end", "def"):

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from . import errors, gradient
 from .errors import BuildError, GradientError
 from .graph import DTYPES, Graph, Node, SignatureError, check_shape, infer
+from .ops import OPS
 from .program import Define, Function, Instance, Loop, Program, Store
 from .semantics import SPEC, Semantics
 from .syntax import Operand, Statement
@@ -322,6 +323,7 @@ class _Builder:
             raise BuildError(head.line, name, f"{name} is already defined on line "
                              f"{self.functions[name].line}")
         depth = 1
+        seen = set(params)
         for k, s in enumerate(body):
             last = k == len(body) - 1
             if s.op == "gradient" and errors.IN_FUNCTION in self.semantics.rejections:
@@ -343,6 +345,7 @@ class _Builder:
                                      "defined before it: a body calls only functions defined "
                                      "before it, so there is no recursion")
                 depth = max(depth, 1 + self.functions[callee].depth)
+            _text_alone(s, seen, name)
         if not body or body[-1].op != "return":
             raise BuildError(statements[-1].line, "end", f"the body of {name} must end with "
                              "'return %value'")
@@ -350,6 +353,8 @@ class _Builder:
             raise BuildError(head.line, name, f"calls nest deeper than {MAX_NESTING}")
         self.functions[name] = Function(name, head.line, params, body, depth)
         self.definitions += statements
+
+
 
     def _instance(self, function: Function, args: tuple[Node, ...], line: int) -> Instance:
         """The body built for these argument types (dtype and shape), made once."""
@@ -490,3 +495,30 @@ def _literal_hint(value: Node, dtype: str) -> str:
 
 __all__ = ["Define", "Function", "Instance", "Loop", "Program", "Store", "build_program",
            "infer", "reaching_stores"]
+
+
+def _text_alone(s: Statement, seen: set[str], function: str) -> None:
+    """What a function body's statement `s` gets wrong by its text alone, raised as its
+    BuildError at its def, whether or not the function is ever called (ir.md: every error in
+    the text is reported with its line; the types of a body wait for a call): an unknown op,
+    a wrong count of operands, an attribute its op does not take, a name not defined before
+    it. `seen`: the parameters and the body's names so far, to which `s`'s is added."""
+    for o in s.operands:
+        if o.kind == "name" and o.text not in seen:
+            raise BuildError(s.line, o.text, f"{o.text} is not defined in {function}; a body "
+                             "sees its parameters and its own names only")
+    if s.op not in ("call", "return", "gradient"):
+        if s.op not in OPS:
+            raise BuildError(s.line, s.op, f"unknown op '{s.op}'")
+        arity = OPS[s.op].arity
+        low, high = arity if isinstance(arity, tuple) else (arity, arity)
+        if not low <= len(s.operands) <= high:
+            want = f"{low}" if low == high else f"{low} or {high}"
+            raise BuildError(s.line, s.op, f"{s.op} takes {want} operand"
+                             f"{'s' if high > 1 else ''}, not {len(s.operands)}")
+        extra = {key for key, _ in s.attrs} - OPS[s.op].attributes
+        if extra:
+            raise BuildError(s.line, sorted(extra)[0], f"{s.op} takes no attribute "
+                             f"{sorted(extra)[0]}=")
+    if s.target:
+        seen.add(s.target)
