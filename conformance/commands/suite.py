@@ -142,26 +142,25 @@ def _meant(name: str, ours: list[str]) -> str | None:
     close = difflib.get_close_matches(name, ours, n=1, cutoff=0.75)
     if not close:
         return None
+    import re
     known = _pytest_options()
-    return None if known is None or name in known else close[0]
-
-
-def _pytest_options() -> set[str] | None:
-    """The option names pytest and its installed plugins declare. pytest has no public way
-    to list them; its private one is asked, and a change to it answers None, so that pytest
-    judges the name itself, as before."""
-    try:
-        from _pytest.config import _prepareconfig
-        config = _prepareconfig(["-p", "no:cacheprovider"])
-        try:
-            parser = config._parser
-            return {n for opt in [*parser._anonymous.options,
-                                  *(o for g in parser._groups for o in g.options)]
-                    for n in opt.names()}
-        finally:
-            config._ensure_unconfigure()
-    except Exception:  # noqa: BLE001 - pytest's internals moved: let pytest judge the name
+    if known is None or re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", known):
         return None
+    return close[0]
+
+
+def _pytest_options() -> str | None:
+    """What `pytest --help` says, where pytest and its installed plugins list their options
+    (pytest has no public call that lists them); None if it cannot be had, so that pytest
+    judges the name itself, as before."""
+    import subprocess
+    import sys
+    try:
+        done = subprocess.run([sys.executable, "-m", "pytest", "--help", "-p",
+                               "no:cacheprovider"], capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout if done.returncode == 0 else None
 
 
 def _glued_count(arg: str) -> str:
