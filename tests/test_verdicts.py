@@ -317,3 +317,24 @@ def test_a_message_must_give_the_line_a_case_file_says_it_mentions():
     code, output, _ = suite(impl, "-k", "test_case_file", "--no-shrink",
                             "--pass-env=MESSAGES", env={**os.environ, "MESSAGES": "0"})
     assert code == 0 and "messages: not compared" in output, output[-3000:]
+
+
+def test_a_check_that_compared_nothing_fails():
+    """A check that ran to its end with nothing on its ledger fails as the suite's own
+    failure (the plugin calls require_compared after each check that takes the tally),
+    saying what it left out; one output compared, or a divergence found, is enough."""
+    import pytest
+
+    from gradient_conformance.conformance.running import (
+        BITS,
+        NothingCompared,
+        Tally,
+        require_compared,
+    )
+    tally = Tally()
+    tally.leave_out("made from a gradient", 3)
+    with pytest.raises(NothingCompared, match="nothing was compared.*3 outputs left out: "
+                       "made from a gradient"):
+        require_compared(tally)
+    tally.compared(BITS, 1)
+    require_compared(tally)
