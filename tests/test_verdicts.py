@@ -333,8 +333,8 @@ def test_a_check_that_compared_nothing_fails():
     )
     tally = Tally()
     tally.leave_out("made from a gradient", 3)
-    with pytest.raises(NothingCompared, match="nothing was compared.*3 outputs left out: "
-                       "made from a gradient"):
+    with pytest.raises(NothingCompared, match=r"nothing was compared.*3 outputs left out: "
+                       r"made from a gradient"):
         require_compared(tally)
     tally.compared(BITS, 1)
     require_compared(tally)
