@@ -105,6 +105,16 @@ def add_parser(commands) -> None:
                         help="only the checks pytest's -k EXPRESSION selects")
 
 
+def _shown(arg: str) -> str:
+    """An argument as the document says it: an absolute path outside this folder (a
+    temporary report, say) by its name alone, so that the document names no path of this
+    machine (the folder, the venv and the home are named by without_paths)."""
+    path = pathlib.Path(arg)
+    if not path.is_absolute() or path.is_relative_to(pathlib.Path.cwd()):
+        return arg
+    return f".../{path.name}"
+
+
 def run(args) -> int:
     extra = ((f"--max-examples={args.max_examples}",) if args.max_examples else ()) + \
         (("-k", args.select) if args.select else ())
@@ -112,9 +122,8 @@ def run(args) -> int:
                           if args.systems else [])
     if not impls:
         raise ValueError("name the implementations with --impl (repeatable), or --systems")
-    command = " ".join(["gradient-conformance matrix",
-                        *(shlex.quote(a) for a in sys.argv[sys.argv.index("matrix") + 1:])]) \
-        if "matrix" in sys.argv else "gradient-conformance matrix"
+    typed = sys.argv[sys.argv.index("matrix") + 1:] if "matrix" in sys.argv else []
+    command = " ".join(["gradient-conformance matrix", *(shlex.quote(_shown(a)) for a in typed)])
     reports = matrix(impls, report=pathlib.Path(args.report), profile=args.profile,
                      extra=extra, command=command,
                      written=pathlib.Path(args.markdown) if args.markdown else None)
