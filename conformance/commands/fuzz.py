@@ -145,7 +145,7 @@ class Progress:
             stored(out, self.problems))} if out is not None else {}
         self.interrupted = False
         self.implementation: dict = {}
-        self.checks: list[str] | None = None  # the generated checks the sessions collected
+        self.checks: list[str] | None = None  # the generated checks the sessions run
         self.found = 0
         self.fresh: list[Divergence] = []  # signatures first seen in this run, not yet said
         self.exits: list[int] = []
@@ -193,8 +193,9 @@ class Progress:
             save_divergence(d, folder)
 
     def idle(self) -> list[str]:
-        """A warning for each collected check that ran no case and was not skipped: a fuzz
-        run whose check found nothing because it ran nothing must not read as a clean one."""
+        """A warning for each check the sessions were to run that ran no case and was not
+        skipped: a fuzz run whose check found nothing because it ran nothing must not read as a
+        clean one."""
         elapsed = time.monotonic() - self.clock
         return [f"warning: {c} ran no case in {elapsed:.0f} s" for c in self.checks or []
                 if not self.totals.cases.get(c) and c not in self.totals.skips]
