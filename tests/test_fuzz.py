@@ -192,9 +192,14 @@ def _finds_from_the_database(tmp_path, database: str) -> None:
     """A first run finds the fault; a second, allowed one generated example, finds it again
     at once, from the database's replay (the second run may shrink the replayed case
     further, so its program need not be the first run's)."""
-    first = fuzz(FAULT, minutes=3, rounds=6, jobs=1, out=tmp_path / "one", database=database,
-                 checks=[CHECK], log=open(os.devnull, "w"))
-    assert first.best, "the first run found nothing to store"
+    # The fault shows in few programs: runs of 200 cases missed it in 2 of 12 (measured
+    # 2026-12-05), so a first run is tried again until one finds it.
+    for _ in range(4):
+        first = fuzz(FAULT, minutes=3, rounds=6, jobs=1, out=tmp_path / "one",
+                     database=database, checks=[CHECK], log=open(os.devnull, "w"))
+        if first.best:
+            break
+    assert first.best, "four first runs of 300 cases found nothing to store"
     second = fuzz(FAULT, minutes=3, rounds=1, batch=1, jobs=1, out=tmp_path / "two",
                   database=database, checks=[CHECK], log=open(os.devnull, "w"))
     assert second.best
