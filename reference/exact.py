@@ -54,17 +54,41 @@ I32_MIN, I32_MAX = -(2**31), 2**31 - 1
 
 
 def decode(bits: int) -> float:
-    """The f32 with these bits as a Python float (exact; a NaN loses its payload)."""
-    return struct.unpack("<f", struct.pack("<I", bits))[0]
+    """The f32 with these bits as a Python float (exact; a NaN loses its payload).
+
+    In integers and exact scalings, never through the CPU's f32 conversions: a process whose
+    floating-point environment reads subnormals as zero (DAZ, as a kernel language may set it
+    for its whole process) decodes as any other (docs/isolation.md, "Isolation"). Every f32
+    is a normal double, so `ldexp` scales it exactly whatever that environment."""
+    sign = -1.0 if bits & 0x80000000 else 1.0
+    exponent, fraction = (bits >> 23) & 0xFF, bits & 0x7FFFFF
+    if exponent == 0xFF:
+        return math.nan if fraction else sign * math.inf
+    if exponent == 0:
+        return sign * math.ldexp(float(fraction), -149)
+    return sign * math.ldexp(float(fraction | 0x800000), exponent - 150)
 
 
 def encode(value: float) -> int:
-    """The bits of a Python float that is exactly an f32 value (or a NaN, which is quieted)."""
+    """The bits of a Python float that is exactly an f32 value (or a NaN, which is quieted).
+
+    In integers, as `decode`: the CPU's conversion to f32 flushes a subnormal under FTZ."""
     if math.isnan(value):
         return QUIET_NAN
-    bits = struct.unpack("<I", struct.pack("<f", value))[0]
-    assert decode(bits) == value, f"{value!r} is not an f32 value"
-    return bits
+    sign = 0x80000000 if math.copysign(1.0, value) < 0 else 0
+    if math.isinf(value):
+        return sign | POS_INF
+    numerator, denominator = abs(value).as_integer_ratio()  # denominator: 2**shift
+    shift = denominator.bit_length() - 1
+    assert shift <= 149, f"{value!r} is not an f32 value"
+    units = numerator << (149 - shift)  # the value in units of 2**-149, the least subnormal
+    if units < 1 << 23:
+        return sign | units  # zero or subnormal: the exponent field 0
+    biased = units.bit_length() - 23  # 1 for units in [2**23, 2**24)
+    significand = units >> (biased - 1)
+    assert significand << (biased - 1) == units and biased < 0xFF, \
+        f"{value!r} is not an f32 value"
+    return sign | biased << 23 | (significand - (1 << 23))
 
 
 def is_nan(bits: int) -> bool:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import platform
 import re
 import signal
 import subprocess
@@ -386,3 +387,16 @@ def test_a_worker_whose_memory_grew_past_the_limit_starts_afresh():
     grown = re.search(r"started again (\d+) times? after running out of memory or growing "
                       r"past the limit", output)
     assert grown and int(grown.group(1)) >= 1, output[-3000:]
+
+
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"),
+                    reason="tests/impls/flushing.py sets MXCSR, which x86-64 alone has")
+def test_a_flushing_process_gets_only_its_own_divergences():
+    """The reference in a worker that set flush-to-zero, denormals-are-zero and rounding
+    upwards at import: its results are exact whatever that environment, so the suite's code
+    that runs beside it must add no divergence (15 checks failed when `decode` and `encode`
+    went through the CPU's f32 conversion, 2026-12-05). docs/isolation.md, "Isolation"."""
+    status, output, _ = suite(str(ROOT / "tests" / "impls" / "flushing.py"), "--profile=ci",
+                              "-q")
+    assert status == 0, output[-6000:]
+    assert " failed" not in output and "tape" in output, output[-6000:]

@@ -216,3 +216,28 @@ def test_dyadic_rounding_agrees():
         mantissa, exponent = rng.getrandbits(rng.randint(1, 80)), rng.randint(-260, 140)
         mantissa *= rng.choice((1, -1))
         assert MPFR.from_dyadic(mantissa, exponent) == RATIONAL.from_dyadic(mantissa, exponent)
+
+
+def test_bits_and_floats_convert_as_the_cpu_does():
+    """`decode` and `encode` compute in integers (so that a process with FTZ or DAZ set
+    decodes as any other, tests/impls/flushing.py); they agree with the CPU's own conversion,
+    in its default environment, on every class of f32 and on random bits, and refuse a float
+    that is no f32."""
+    import math
+    import struct
+
+    rng = random.Random(7)
+    edges = [0, 1, 2, 0x7FFFFF, 0x800000, 0x800001, 0x3F800000, 0x7F7FFFFF, 0x7F800000,
+             0x7F800001, 0x7FC00000]
+    for bits in [*edges, *(b | 0x80000000 for b in edges), *(rng.getrandbits(32)
+                                                           for _ in range(20000))]:
+        cpu = struct.unpack("<f", struct.pack("<I", bits))[0]
+        value = exact.decode(bits)
+        if math.isnan(cpu):
+            assert math.isnan(value) and exact.encode(value) == exact.QUIET_NAN
+            continue
+        assert (value, math.copysign(1, value)) == (cpu, math.copysign(1, cpu)), hex(bits)
+        assert exact.encode(value) == bits, hex(bits)
+    for not_f32 in (0.1, 2.0**-150, 3 * 2.0**-150, 2.0**128, 1 + 2.0**-30):
+        with pytest.raises(AssertionError, match="is not an f32 value"):
+            exact.encode(not_f32)
