@@ -24,7 +24,6 @@ from __future__ import annotations
 import math
 import os
 import re
-import struct
 from decimal import Decimal
 from fractions import Fraction
 
