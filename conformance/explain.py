@@ -24,12 +24,19 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 
+from gradient_conformance.conformance.diagnosis.confirm import (
+    SECONDS,
+    CaseFiles,
+    Hypothesis,
+    experiment,
+)
 from gradient_conformance.conformance.diagnosis.diagnose import (
     Diagnosis,
     diagnose_case,
     diagnose_tape,
 )
 from gradient_conformance.conformance.diagnosis.locate import Location, locate, locate_tape
+from gradient_conformance.conformance.diagnosis.variants import CATALOGUE, applies
 from gradient_conformance.conformance.running import Finding, TapeCase
 from gradient_conformance.conformance.transports.loading import Abandoned
 
@@ -53,12 +60,19 @@ class Budget:
         return time.monotonic() + self.left
 
 
-def explain_finding(finding: Finding, impl=None) -> tuple[Diagnosis, Location]:
+def explain_finding(finding: Finding, impl=None, *, deadline: float | None = None,
+                    library: CaseFiles | None = None) -> tuple[Diagnosis, Location]:
     """The diagnosis and the location of one finding, a program's or a tape's; `impl` is
-    asked what location (and the diagnosis of an acceptance) must ask it."""
+    asked what the experiment on the diagnosis's hypotheses and the location must ask it,
+    by `deadline` (a time.monotonic(); default: the experiment's own SECONDS)."""
+    deadline = deadline if deadline is not None else time.monotonic() + SECONDS
     case = finding.case
     if isinstance(case, TapeCase):
         diagnosis = diagnose_tape(case.tape, finding.want, finding.got)
+        try:
+            tested(diagnosis, finding, impl, deadline, library)
+        except Abandoned as stopped:
+            diagnosis = Diagnosis(reason=f"not verified: {stopped}")
         location = locate_tape(case.tape, finding.want, finding.got, diagnosis.variants) \
             if isinstance(case.tape, list) else Location(reason="the tape is not a list")
         return diagnosis, location
@@ -68,6 +82,7 @@ def explain_finding(finding: Finding, impl=None) -> tuple[Diagnosis, Location]:
     try:
         diagnosis = diagnose_case(case.reading, case.buffers, finding.want, finding.got,
                                   ulps=finding.ulps, impl=impl)
+        tested(diagnosis, finding, impl, deadline, library)
     except Abandoned as stopped:
         diagnosis = Diagnosis(reason=f"not verified: {stopped}")
     if impl is None:
@@ -83,12 +98,39 @@ def explain_finding(finding: Finding, impl=None) -> tuple[Diagnosis, Location]:
     return diagnosis, location
 
 
+def tested(diagnosis: Diagnosis, finding: Finding, impl, deadline: float,
+           library: CaseFiles | None = None) -> None:
+    """Keep named in `diagnosis` only the hypotheses (its variants and pairs) that the
+    experiment confirms on other programs (docs/diagnosis.md, "Confirmation"); each one's
+    evidence goes on the diagnosis. Without an implementation to run, none is confirmed."""
+    def relevant(*names: str):
+        return lambda features: any(applies(CATALOGUE[n], features) for n in names)
+    hypotheses = {n: Hypothesis(CATALOGUE[n].semantics(), relevant(n))
+                  for n in diagnosis.variants}
+    for first, then in diagnosis.pairs:
+        hypotheses[f"{first}+{then}"] = Hypothesis(
+            CATALOGUE[then].change(CATALOGUE[first].semantics()), relevant(first, then))
+    if not hypotheses:
+        return
+    diagnosis.candidates = list(hypotheses)
+    confirmed: set[str] = set()
+    if impl is not None:
+        result = experiment(hypotheses, finding, impl, deadline=deadline, library=library)
+        confirmed = set(result.confirmed())
+        diagnosis.evidence = [e.to_dict() for e in result.evidence.values()]
+        diagnosis.experiment = {"looked": result.looked, "ran": result.ran,
+                                "seconds": round(result.seconds, 3), "stopped": result.stopped}
+    diagnosis.variants = [n for n in diagnosis.variants if n in confirmed]
+    diagnosis.pairs = [p for p in diagnosis.pairs if "+".join(p) in confirmed]
+
+
 class Explainer:
     """The explanation of divergences, within a budget of time (shared with the reducer,
     when the failure stage gives one)."""
 
     def __init__(self, budget: Budget | None = None):
         self.budget = budget if budget is not None else Budget()
+        self.library = CaseFiles()  # the experiment's case files, read once per run
 
     def explain(self, d, finding: Finding, impl=None) -> None:
         """Fill in `d`'s diagnosis and location (a reports.records.Divergence), or say why
@@ -98,7 +140,9 @@ class Explainer:
                          "for reducing and explaining divergences")
             return
         started = time.monotonic()
-        diagnosis, location = explain_finding(finding, impl)
+        diagnosis, location = explain_finding(
+            finding, impl, deadline=min(self.budget.deadline(), started + SECONDS),
+            library=self.library)
         self.budget.spent += time.monotonic() - started
         d.diagnosis, d.diagnosis_line = diagnosis.to_dict(), diagnosis.line()
         d.location, d.location_line = location.to_dict(), location.text()
@@ -133,11 +177,7 @@ def prefer(divergences) -> None:
                 all(isinstance(n, dict) and n.get("name") in CATALOGUE for n in named)):
             continue
         named.sort(key=lambda n: rank.get(n["name"], len(rank)))
-        ulps, verified = kept.get("ulps", 0), kept.get("verified_on", 0)
-        d.diagnosis_line = Diagnosis(
-            variants=[n["name"] for n in named],
-            ulps=ulps if type(ulps) is int else 0,
-            verified_on=verified if type(verified) is int else 0).line()
+        d.diagnosis_line = Diagnosis.from_dict(kept, [n["name"] for n in named]).line()
 
 
 def verdict_lines(divergences, shown: int = 3) -> list[str]:

@@ -64,8 +64,9 @@ def test_a_record_s_known_entries_are_checked_and_counted():
 
 
 def test_the_run_writes_what_it_found_and_expects_it_next_time(tmp_path):
-    """On the case files, which the fault fails with divergences whose diagnosis has several
-    candidates (the run does not pick among them)."""
+    """On the case files: each of the fault's divergences there is reproduced by several
+    variants, and the experiment on other programs (docs/diagnosis.md, "Confirmation")
+    tells them apart, so the file names the bug by its variant."""
     written = tmp_path / "known.txt"
     files = ("-k", "case_file")
     code, output, _ = suite(ORDER, *files, "-q", f"--write-known={written}", cwd=tmp_path)
@@ -74,14 +75,13 @@ def test_the_run_writes_what_it_found_and_expects_it_next_time(tmp_path):
     assert "known divergences written: known.txt (--known reads it)" in output
     text = written.read_text()
     entries = parse_known(text, "known.txt")
-    assert entries and all(e.signature for e in entries), text
-    assert "candidates, each giving exactly these results: " in text  # the run did not pick
+    assert [e.variant for e in entries] == ["creation-order"], text
     # Its own file, read back: every divergence is expected, none is new, the run is green.
     code, output, _ = suite(ORDER, *files, "-q", f"--known={written}", cwd=tmp_path)
     assert code == 0, output[-3000:]
     assert f"{failed} xfailed" in output and " failed" not in output.splitlines()[-1], \
         output[-1500:]
-    assert "known divergence found again, expected: test_case_file / " in output
+    assert "known divergence found again, expected: creation-order (1 check)" in output
 
 
 def test_a_variant_names_the_bug_wherever_it_shows_and_a_new_one_still_fails(tmp_path):

@@ -54,7 +54,7 @@ DIAGNOSED_AS = {
     "detach_passes": "detach-passes", "literal_x": "without-x-literal",
     "max_tie_first": "max-tie-first", "pairwise_reduce": "pairwise-reduce",
     "flush_to_zero": "flush-results", "reduce_mul_on_path": "reduce-mul-as-add",
-    "nonscalar_loss": "without-loss-not-f32-scalar", "recip_form": "recip-form",
+    "nonscalar_loss": "nonscalar-loss-summed", "recip_form": "recip-form",
     "scopes_kept_apart": "scopes-kept-apart", "tape_program_order": "tape-program-order",
     "tape_const_zero": "tape-const-zero", "tape_same_operand_once": "tape-same-operand-once",
 }

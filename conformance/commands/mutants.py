@@ -21,33 +21,59 @@ from gradient_conformance.conformance.diagnosis.variants import CATALOGUE, EQUIV
 from gradient_conformance.conformance.options import PROFILES
 
 
-def run_one(name: str, profile: str, extra: tuple[str, ...] = ()) -> tuple[str, str, float]:
+def run_one(name: str, profile: str, extra: tuple[str, ...] = ()) -> tuple[str, str, float, str]:
     """(outcome: killed, survived or error; the check that killed it, or what went wrong;
-    seconds to the end of the run, which stops at the first failure)."""
-    done = in_subprocess([f"--impl=variant:{name}", f"--profile={profile}", "-x", "-q",
-                          "-p", "no:cacheprovider", *extra])
+    seconds to the end of the run, which stops at the first failure; what the diagnosis of
+    its divergences named, `naming`)."""
+    import pathlib
+    import tempfile
+    with tempfile.TemporaryDirectory() as folder:
+        done = in_subprocess([f"--impl=variant:{name}", f"--profile={profile}", "-x", "-q",
+                              "-p", "no:cacheprovider", *extra],
+                             report_json=pathlib.Path(folder) / "report.json")
     output, seconds = done.output, done.seconds
     if done.code == 1:
         failed = re.search(r"^FAILED \S*?(\w+\.py::\w+(\[[^\]]*\])?)", output, re.M)
-        return "killed", failed.group(1) if failed else "a check", seconds
+        named = naming(name, done.report.divergences if done.report else None)
+        return "killed", failed.group(1) if failed else "a check", seconds, named
     if done.code == 0:
-        return "survived", "", seconds
-    return "error", " ".join(output.strip().splitlines()[-2:])[-200:], seconds
+        return "survived", "", seconds, ""
+    return "error", " ".join(output.strip().splitlines()[-2:])[-200:], seconds, ""
 
 
-def mutants(names: list[str], *, profile: str = "ci", jobs: int = 1,
-            extra: tuple[str, ...] = (), out=sys.stdout) -> dict[str, tuple[str, str, float]]:
+def naming(name: str, divergences) -> str:
+    """What the diagnosis of a variant's divergences named (docs/diagnosis.md,
+    "Confirmation"): "itself" when one names it (alone, or in a pair); "wrong: OTHER" when
+    none does and one names another; "unnamed" when none names anything; "no report"."""
+    if divergences is None:
+        return "no report"
+    named: set[str] = set()
+    for d in divergences:
+        kept = d.diagnosis or {}
+        for v in [*kept.get("variants", []), *(v for pair in kept.get("pairs", [])
+                                                for v in pair)]:
+            if isinstance(v, dict) and isinstance(v.get("name"), str):
+                named.add(v["name"])
+    if name in named:
+        return "itself"
+    return f"wrong: {', '.join(sorted(named))}" if named else "unnamed"
+
+
+def mutants(names: list[str], *, profile: str = "ci", jobs: int = 1, extra: tuple[str, ...] = (),
+            out=sys.stdout) -> dict[str, tuple[str, str, float, str]]:
     print(f"the {profile} profile against {len(names)} variants of the spec, each stopping at "
-          "its first failure", file=out, flush=True)
-    results: dict[str, tuple[str, str, float]] = {}
+          "its first failure; named: what the diagnosis of its divergences named", file=out,
+          flush=True)
+    results: dict[str, tuple[str, str, float, str]] = {}
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         for name, result in zip(names, pool.map(lambda n: run_one(n, profile, extra), names),
                                 strict=True):
             results[name] = result
-            outcome, detail, seconds = result
+            outcome, detail, seconds, named = result
             if outcome == "survived" and name in EQUIVALENT:
                 outcome, detail = "equivalent", EQUIVALENT[name]
-            print(f"{name:<32} {outcome:<10} {seconds:6.1f} s  {detail}", file=out, flush=True)
+            print(f"{name:<32} {outcome:<10} {seconds:6.1f} s  {detail}"
+                  + (f"  named: {named}" if named else ""), file=out, flush=True)
     killed = [r[2] for r in results.values() if r[0] == "killed"]
     survivors = [n for n, r in results.items() if r[0] == "survived" and n not in EQUIVALENT]
     equivalent = [n for n, r in results.items() if r[0] == "survived" and n in EQUIVALENT]
@@ -56,6 +82,12 @@ def mutants(names: list[str], *, profile: str = "ci", jobs: int = 1,
           f"; equivalent: {', '.join(equivalent) or 'none'}"
           + (f"; errors: {', '.join(errors)}" if errors else ""), file=out)
     if killed:
+        itself = sum(1 for r in results.values() if r[3] == "itself")
+        wrong = sorted(n for n, r in results.items() if r[3].startswith("wrong"))
+        unnamed = sorted(n for n, r in results.items() if r[3] == "unnamed")
+        print(f"named at the first failure: {itself} of {len(killed)} killed named themselves; "
+              f"left unnamed: {', '.join(unnamed) or 'none'}; named another: "
+              f"{', '.join(wrong) or 'none'}", file=out)
         print(f"time to the first failure: median {statistics.median(killed):.1f} s, at most "
               f"{max(killed):.1f} s", file=out)
     if len(names) == len(CATALOGUE):  # the figures of a whole run (half a minute more)

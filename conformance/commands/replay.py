@@ -235,7 +235,8 @@ def replay_tape(impl, path: str, *, diagnose: bool = False) -> tuple[bool, str]:
     if diagnose and not agrees:
         from gradient_conformance.conformance.explain import explain_finding
         from gradient_conformance.conformance.running import Finding, TapeCase
-        diagnosis, location = explain_finding(Finding("", want, got, TapeCase(case["tape"])))
+        diagnosis, location = explain_finding(Finding("", want, got, TapeCase(case["tape"])),
+                                              impl)
         lines += [diagnosis.line(), location.text()]
     return agrees, "\n".join([*lines, _verdict(agrees)])
 

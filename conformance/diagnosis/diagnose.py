@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import itertools
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -43,8 +44,12 @@ VERIFY_INPUTS = ((3.0, 3), (-0.75, -2))
 
 @dataclass
 class Diagnosis:
-    """`variants`: each reproduces everything alone; `pairs`: each pair does together (tried
-    only when no variant alone does); `tried`, `pairs_tried`: how many were run."""
+    """`variants`: each reproduces everything alone, and the experiment confirmed it;
+    `pairs`: each pair does together (tried only when no variant alone does), confirmed the
+    same way; `tried`, `pairs_tried`: how many were run. `candidates`: the hypotheses that
+    reproduced the found case (a pair written "a+b"), confirmed or not; `evidence`: what the
+    experiment found for each (confirm.Evidence.to_dict); `experiment`: its figures (looked,
+    ran, seconds, stopped). docs/diagnosis.md, "Confirmation"."""
 
     variants: list[str] = field(default_factory=list)
     pairs: list[list[str]] = field(default_factory=list)
@@ -54,6 +59,9 @@ class Diagnosis:
     seconds: float = 0.0  # what finding it cost
     verified_on: int = 0  # inputs an acceptance's variants were also run on, to compare values
     ulps: int = 0  # the ulps the check allowed, and the comparison allowed too
+    candidates: list[str] = field(default_factory=list)
+    evidence: list[dict] = field(default_factory=list)
+    experiment: dict = field(default_factory=dict)
 
     @property
     def found(self) -> bool:
@@ -63,22 +71,58 @@ class Diagnosis:
         """The diagnosis in one line, as the terminal shows it."""
         if self.reason:
             return f"diagnosis: none ({self.reason})"
+        how = f"within the {self.ulps} ulps the check allows" if self.ulps else "exactly"
         if self.variants:
             named = "; or ".join(_says(CATALOGUE[n]) for n in self.variants)
             sections = ", ".join(f'"{s}"' for s in sorted({CATALOGUE[n].section
                                                              for n in self.variants}))
-            how = (f"within the {self.ulps} ulps the check allows" if self.ulps else
-                   "exactly")
             also = (f", and the same values on {self.verified_on} inputs"
                     if self.verified_on else "")
+            apart = ("; the programs run did not tell them apart"
+                     if len(self.variants) > 1 else "")
             return (f"diagnosis: the spec, but one that {named}, gives {how} these "
-                    f"results{also} (SPEC.md, {sections})")
+                    f"results{also} (SPEC.md, {sections}); {self._support(self.variants)}"
+                    f"{apart}")
         if self.pairs:
             named = "; or ".join(" and ".join(_says(CATALOGUE[n]) for n in pair)
                                  for pair in self.pairs)
-            return f"diagnosis: no variant alone, but the spec that {named} gives exactly these"
+            return (f"diagnosis: no variant alone, but the spec that {named} gives {how} "
+                    f"these; {self._support(['+'.join(p) for p in self.pairs])}")
+        if self.candidates:
+            return ("diagnosis: no known variant confirmed: " +
+                    "; ".join(self._unconfirmed(n) for n in self.candidates))
         return (f"diagnosis: no known variant reproduces these results ({self.tried} tried"
                 f"{f', and {self.pairs_tried} pairs' if self.pairs_tried else ''})")
+
+    def _evidence(self, name: str) -> dict:
+        return next((e for e in self.evidence if e.get("name") == name), {})
+
+    def _support(self, names: list[str]) -> str:
+        """How the named hypotheses were confirmed: the separating programs each held on."""
+        said = []
+        for name in names:
+            support = self._evidence(name).get("support", [])
+            where = Counter(support)
+            sources = ", ".join(f"{label} ({n})" if n > 1 else label
+                                for label, n in where.items())
+            said.append(f"{'[' + name + '] ' if len(names) > 1 else ''}confirmed on "
+                        f"{len(support)} other program{'s' if len(support) != 1 else ''} "
+                        f"where it differs from the spec ({sources})")
+        return "; ".join(said)
+
+    def _unconfirmed(self, name: str) -> str:
+        evidence = self._evidence(name)
+        shown = " and ".join(_says(CATALOGUE[n]) for n in name.split("+"))
+        if evidence.get("against"):
+            return (f"the spec that {shown} gives these results here, but the implementation "
+                    f"did otherwise on {evidence['against']}")
+        if evidence.get("name") is None:
+            why = "no implementation was at hand to run other programs on"
+        else:
+            stopped = self.experiment.get("stopped") or "the search ended"
+            why = (f"no other program where it differs from the spec was found "
+                   f"({self.experiment.get('looked', 0)} looked at; {stopped})")
+        return f"the spec that {shown} gives these results here, but {why}"
 
     def to_dict(self) -> dict:
         """As a divergence record keeps it: each variant with what it does and where the
@@ -89,6 +133,20 @@ class Diagnosis:
                     "ops": sorted(implicated_ops(v))}
         return {**asdict(self), "variants": [named(n) for n in self.variants],
                 "pairs": [[named(n) for n in pair] for pair in self.pairs]}
+
+    @classmethod
+    def from_dict(cls, kept: dict, variants: list[str]) -> Diagnosis:
+        """The diagnosis a record keeps (`to_dict`), with its variants in the order given:
+        to say it again after the run's verdict put one first (explain.prefer)."""
+        def listed(key: str, kind: type) -> list:
+            value = kept.get(key)
+            return [v for v in value if isinstance(v, kind)] if isinstance(value, list) else []
+        ulps, verified = kept.get("ulps", 0), kept.get("verified_on", 0)
+        experiment = kept.get("experiment")
+        return cls(variants=variants, ulps=ulps if type(ulps) is int else 0,
+                   verified_on=verified if type(verified) is int else 0,
+                   candidates=listed("candidates", str), evidence=listed("evidence", dict),
+                   experiment=experiment if isinstance(experiment, dict) else {})
 
 
 def _says(variant: Variant) -> str:
@@ -173,7 +231,7 @@ def _diagnose_case(reading: Reading, buffers, want: Outcome, got: Outcome, ulps:
             both = CATALOGUE[then].change(CATALOGUE[first].semantics())
             if reproduces(run_variant(reading, both, buffers, build_only=build_only), got,
                           ulps):
-                diagnosis.pairs.append([a, b])
+                diagnosis.pairs.append([first, then])  # in the order that reproduced it
                 break
     return diagnosis
 

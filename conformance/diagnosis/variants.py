@@ -765,6 +765,10 @@ WITHOUT = {
 }
 
 
+def _loss_not_f32(y, x, stored_values):
+    return "the loss is not an f32 value" if y.op == "buffer" or y.dtype != "f32" else None
+
+
 def _independent_loss(y, x, stored_values):
     carries = gradient.depends_on(y, x, stored_values, gradient.flows)
     return None if x in carries else "the loss does not depend on x"
@@ -807,6 +811,14 @@ REJECTIONS = [
     Variant("open-range-not-through-detach", "decides whether y or x depends on an open "
             "range without descending through detach", "When gradient is rejected",
             _set(range_inputs=lambda n: () if n.op == "detach" else n.operands)),
+    # The rule's two conditions apart: a framework may sum a non-scalar loss and still
+    # refuse one that is not f32 (TensorFlow's GradientTape.gradient sums the target).
+    Variant("nonscalar-loss-summed", "accepts an f32 loss that is not a scalar, summing it "
+            "implicitly, and still rejects a loss that is not f32", "When gradient is rejected",
+            lambda s: dataclasses.replace(
+                s, rejections=s.rejections - {errors.LOSS_NOT_F32_SCALAR},
+                more_rejections=(*s.more_rejections, _loss_not_f32)),
+            composes=True),
     Variant("rejects-independent-loss", "rejects a gradient whose loss does not depend on x",
             "When gradient is rejected",
             lambda s: dataclasses.replace(s, more_rejections=(*s.more_rejections,

@@ -1,0 +1,120 @@
+"""Hypotheses tested before they are named: docs/diagnosis.md, "Confirmation".
+
+Two faults written to look like a variant on one program (picked by condition: a g of -0.0
+at a where, a NaN maximum), each reproduced by the variant on that program and by nothing on
+the next program that separates them: the diagnosis names the variant before the experiment,
+and after it says that other programs refute it. The variant itself, run as the
+implementation, is confirmed and named.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gradient_conformance.conformance import running
+from gradient_conformance.conformance.diagnosis.confirm import bears_out
+from gradient_conformance.conformance.diagnosis.diagnose import diagnose_case
+from gradient_conformance.conformance.explain import explain_finding
+from gradient_conformance.conformance.outcome import Outcome
+from gradient_conformance.conformance.transports.loading import load
+from tests.conftest import ROOT
+
+# The where's g is -0.0 (the loss is w * -0.0), and both of its sides are x: the fault's
+# -0.0 on the unselected side is what where-both's g gives there.
+WHERE = """%a = buffer slot=0 dtype=f32 shape=[]
+%o = buffer slot=1 dtype=f32 shape=[]
+%x = load %a
+%c = cmplt %x 0.0
+%w = where %c %x %x
+%y = mul %w -0.0
+%g = gradient %y %x
+store %o %g
+"""
+# The maximum is NaN: no element equals it, and the fault's max(count, 1) gives every share
+# 0, as "all of g to every maximum" does; at a tie the two part.
+REDUCE_MAX = """%a = buffer slot=0 dtype=f32 shape=[3]
+%o = buffer slot=1 dtype=f32 shape=[3]
+%x = load %a
+%m = reduce %x op=max
+%g = gradient %m %x
+store %o %g
+"""
+LOOKALIKES = [
+    pytest.param("where_negative_zero.py", WHERE, [1.5], "where-both", id="where"),
+    pytest.param("reduce_max_nan.py", REDUCE_MAX, [1.0, np.nan, 2.0], "reduce-max-all",
+                 id="reduce-max"),
+]
+
+
+def _finding(impl, source: str, values) -> running.Finding:
+    reading = running.Reading(source)
+    slots = reading.slots
+    buffers = {0: np.array(values, np.float32).reshape(slots[0][1]),
+               1: np.zeros(slots[1][1], np.float32)}
+    want = reading.outcome(buffers)
+    got = impl.run_case(source, buffers, slots)
+    return running.Finding("", want, got, running.ProgramCase(reading, buffers))
+
+
+@pytest.mark.parametrize(("fault", "source", "values", "lookalike"), LOOKALIKES)
+def test_a_lookalike_is_refuted_by_other_programs(fault, source, values, lookalike):
+    impl = load(str(ROOT / "tests" / "impls" / fault))
+    try:
+        finding = _finding(impl, source, values)
+        assert finding.got.status == "ok" and finding.want.buffers[1].tobytes() != \
+            finding.got.buffers[1].tobytes()
+        # Before the experiment: the variant reproduces the found program.
+        reproduced = diagnose_case(finding.case.reading, finding.case.buffers, finding.want,
+                                   finding.got)
+        assert lookalike in reproduced.variants
+        # After: another program separates it from the spec, and the implementation does
+        # otherwise there, so it is not named; the line says where it was refuted.
+        diagnosis, where = explain_finding(finding, impl)
+    finally:
+        impl.close()
+    assert diagnosis.variants == [] and lookalike in diagnosis.candidates
+    [evidence] = [e for e in diagnosis.evidence if e["name"] == lookalike]
+    assert evidence["against"], diagnosis.line()
+    line = diagnosis.line()
+    assert line.startswith("diagnosis: no known variant confirmed: ") and \
+        f"[{lookalike}] gives these results here, but the implementation did otherwise on " \
+        in line, line
+    # The location is one record with the diagnosis: it names no refuted variant.
+    assert lookalike not in where.text(), where.text()
+
+
+@pytest.mark.parametrize(("fault", "source", "values", "lookalike"), LOOKALIKES)
+def test_the_variant_itself_is_confirmed_and_named(fault, source, values, lookalike):
+    impl = load(f"variant:{lookalike}")
+    try:
+        diagnosis, _ = explain_finding(_finding(impl, source, values), impl)
+    finally:
+        impl.close()
+    assert lookalike in diagnosis.variants, diagnosis.line()
+    [evidence] = [e for e in diagnosis.evidence if e["name"] == lookalike]
+    assert evidence["support"] and not evidence["against"]
+    assert f"confirmed on {len(evidence['support'])} other program" in diagnosis.line()
+    assert diagnosis.experiment["ran"] >= len(evidence["support"])
+
+
+def _ok(*values) -> Outcome:
+    return Outcome("ok", buffers={0: np.array(values, np.float32)})
+
+
+def test_an_element_only_the_implementation_changes_is_another_cause_s():
+    """Bearing out is judged where the hypothesis departs from the spec: there the
+    implementation must give its value; elsewhere a second fault may show and is not
+    evidence against it. A status or a shape is the whole claim."""
+    spec, theirs = _ok(1.0, 2.0), _ok(1.0, 3.0)  # the hypothesis departs at element 1
+    assert bears_out(spec, spec, _ok(5.0, 2.0), 0) is None  # it does not depart: no evidence
+    assert bears_out(spec, theirs, _ok(1.0, 3.0), 0) is True
+    assert bears_out(spec, theirs, _ok(9.0, 3.0), 0) is True  # element 0: another cause
+    assert bears_out(spec, theirs, _ok(1.0, 2.0), 0) is False  # the spec's value there
+    assert bears_out(spec, theirs, Outcome("rejected"), 0) is False
+    assert bears_out(spec, theirs, Outcome("ok", buffers={0: np.zeros(3, np.float32)}),
+                     0) is False
+    rejected = Outcome("rejected")
+    assert bears_out(spec, rejected, Outcome("rejected"), 0) is True
+    assert bears_out(spec, rejected, _ok(1.0, 3.0), 0) is False
+    assert bears_out(rejected, theirs, _ok(9.0, 3.0), 0) is False  # accepted: all its values
