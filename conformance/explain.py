@@ -181,15 +181,20 @@ def prefer(divergences) -> None:
 
 
 def verdict_lines(divergences, shown: int = 3) -> list[str]:
-    """The run's verdict, for the end of the terminal output: the variants that explain the
-    most divergences (each with where those divergences were located), then how many no
-    variant explains."""
+    """The run's verdict, for the end of the terminal output: the crashes, one line per
+    cause (docs/diagnosis.md, "Crashes"); the variants that explain the most divergences
+    (each with where those divergences were located); then how many no variant explains."""
     from gradient_conformance.conformance.diagnosis.variants import CATALOGUE
+    from gradient_conformance.reports.records import crash_causes
     divergences = list(divergences)
     total = len(divergences)
     if not total:
         return []
-    lines = []
+    # Crashes first: each exception type raised at one place of the implementation's code is
+    # one cause, whatever the programs (docs/diagnosis.md, "Crashes").
+    lines = [f"{len(ks)} divergence{'s' if len(ks) != 1 else ''}: {kind} at {place} "
+             f"({message[:200]})" for (kind, place), message, ks in crash_causes(divergences)]
+    crashed = {k for _, _, ks in crash_causes(divergences) for k in ks}
     for name, count in across(divergences)[:shown]:
         says = CATALOGUE[name].says if name in CATALOGUE else ""
         places: Counter[str] = Counter()
@@ -213,10 +218,12 @@ def verdict_lines(divergences, shown: int = 3) -> list[str]:
     for both, count in pairs.most_common(shown):
         lines.append(f"{both} together explain {count} of {total} divergences that no "
                      "variant explains alone")
-    unexplained = [d for d in divergences if not (d.diagnosis or {}).get("variants") and
-                   not (d.diagnosis or {}).get("pairs")]
+    unexplained = [d for k, d in enumerate(divergences, start=1)
+                   if not (d.diagnosis or {}).get("variants") and
+                   not (d.diagnosis or {}).get("pairs") and k not in crashed]
     if unexplained:
         at_a_line = sum(1 for d in unexplained if (d.location or {}).get("line"))
         lines.append(f"{len(unexplained)} of {total} divergences no known variant explains "
-                     f"alone or in a pair; {at_a_line} of them located at a statement")
+                     f"alone or in a pair{', and no crash' if crashed else ''}; {at_a_line} "
+                     "of them located at a statement")
     return lines

@@ -214,6 +214,38 @@ def divergence_from_dict(data) -> Divergence:
             from None
 
 
+# An exception the implementation raised, as the suite describes it (transports/calling.py,
+# `describe`): `Type: message (file:line)`, after "rejected by a crash: " for one from build.
+_RAISED = re.compile(r"(?:rejected by a crash: )?([A-Za-z_][\w.]*): (.*) \(([^()\n]+:\d+)\)",
+                     re.S)
+
+
+def crash_cause(d: Divergence) -> tuple[str, str, str] | None:
+    """(exception type, the place in the implementation's code it was raised, its message)
+    when `d` is a crash (a failure, or a run-time error, whose message is an exception the
+    implementation raised); else None. Divergences of one type at one place are one cause
+    (docs/diagnosis.md, "Crashes")."""
+    if d.actual_status not in ("failure", "run-error"):
+        return None
+    found = _RAISED.fullmatch(d.actual_message.strip())
+    if found is None:
+        return None
+    kind, message, place = found.groups()
+    return kind, place, message
+
+
+def crash_causes(divergences: list[Divergence]) -> list[tuple[tuple[str, str], str, list[int]]]:
+    """((type, place), the first message, the divergences by position from 1) of each crash
+    cause, the one with the most divergences first."""
+    causes: dict[tuple[str, str], tuple[str, list[int]]] = {}
+    for k, d in enumerate(divergences, start=1):
+        cause = crash_cause(d)
+        if cause is not None:
+            causes.setdefault(cause[:2], (cause[2], []))[1].append(k)
+    return sorted(((key, message, ks) for key, (message, ks) in causes.items()),
+                  key=lambda c: (-len(c[2]), c[0]))
+
+
 def diagnoses(divergences: list[Divergence]) -> list[dict]:
     """The report's summary of diagnoses: each variant named, what it does, the divergences
     (by position, from 1) it explains alone, and on how many divergences of each of their
@@ -229,13 +261,17 @@ def diagnoses(divergences: list[Divergence]) -> list[dict]:
         signatures = {tuple(divergences[k - 1].signature) for k in entry["divergences"]}
         total = sum(len(per_signature[s]) for s in signatures)
         entry["held"] = f"{len(entry['divergences'])} of {total}"
+    crashes = crash_causes(divergences)
+    crashed = {k for _, _, ks in crashes for k in ks}
     unexplained = [k for k, d in enumerate(divergences, start=1)
                    if d.diagnosis and not d.diagnosis.get("variants") and
-                   not d.diagnosis.get("pairs")]
+                   not d.diagnosis.get("pairs") and k not in crashed]
     summary = sorted(by_name.values(), key=lambda e: (-len(e["divergences"]), e["name"]))
-    return summary + ([{"name": "", "says": "no known variant reproduces these",
-                        "section": "", "divergences": unexplained, "held": ""}]
-                      if unexplained else [])
+    causes = [{"name": "", "says": f"{kind} at {place} ({message})", "section": "",
+               "divergences": ks, "held": ""} for (kind, place), message, ks in crashes]
+    return causes + summary + ([{"name": "", "says": "no known variant reproduces these",
+                                 "section": "", "divergences": unexplained, "held": ""}]
+                               if unexplained else [])
 
 
 def to_json(report: Report) -> str:

@@ -290,6 +290,11 @@ def test_a_crash_at_build_is_no_rejection():
         in output
     diagnoses = [line for line in output.splitlines() if line.startswith("diagnosis:")]
     assert diagnoses and not any("[" in line for line in diagnoses), diagnoses
+    # The crashes are one cause, first in the verdict: one exception type at one place.
+    verdict = output[output.index("conformance verdict"):].splitlines()
+    assert verdict[1] == (f"{len(with_reduce)} divergences: TypeError at {CRASHES_AT_REDUCE}"
+                          ":22 (_mk() got multiple values for argument 'op')"), verdict[:4]
+    assert not any("no known variant explains" in line for line in verdict), verdict[:4]
     code, output, _ = suite(CRASHES_AT_REDUCE, "-k", "test_case_file and reject",
                             "--no-shrink", "--pass-env=REJECTION",
                             env={**os.environ, "REJECTION": "1"})
@@ -338,3 +343,28 @@ def test_a_check_that_compared_nothing_fails():
         require_compared(tally)
     tally.compared(BITS, 1)
     require_compared(tally)
+
+
+def test_crashes_are_causes_of_their_own_in_the_verdict_and_the_report():
+    """Divergences whose implementation raised one exception type at one place of its code
+    are one cause, before the variants; a crash elsewhere is another; the rest are counted
+    apart from them (docs/diagnosis.md, "Crashes")."""
+    from gradient_conformance.conformance.explain import verdict_lines
+    from gradient_conformance.reports.records import Divergence, diagnoses
+
+    def crash(place: str, status: str = "failure") -> Divergence:
+        return Divergence(check="c", test_id="t", summary="s", actual_status=status,
+                          actual_message=f"rejected by a crash: TypeError: bad ({place})",
+                          diagnosis={"variants": []})
+    run = [crash("my.py:5"), crash("my.py:5", "run-error"), crash("my.py:9"),
+           Divergence(check="c", test_id="u", summary="s", diagnosis={"variants": []},
+                      actual_status="ok")]
+    lines = verdict_lines(run)
+    assert lines[:2] == ["2 divergences: TypeError at my.py:5 (bad)",
+                         "1 divergence: TypeError at my.py:9 (bad)"], lines
+    assert lines[2].startswith("1 of 4 divergences no known variant explains alone or in a "
+                               "pair, and no crash"), lines
+    summary = diagnoses(run)
+    assert [(e["says"], e["divergences"]) for e in summary] == [
+        ("TypeError at my.py:5 (bad)", [1, 2]), ("TypeError at my.py:9 (bad)", [3]),
+        ("no known variant reproduces these", [4])]
