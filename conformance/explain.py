@@ -120,6 +120,7 @@ def tested(diagnosis: Diagnosis, finding: Finding, impl, deadline: float,
         diagnosis.evidence = [e.to_dict() for e in result.evidence.values()]
         diagnosis.experiment = {"looked": result.looked, "ran": result.ran,
                                 "seconds": round(result.seconds, 3), "stopped": result.stopped}
+        diagnosis.seconds += result.seconds  # what the diagnosis cost, its experiment too
     diagnosis.variants = [n for n in diagnosis.variants if n in confirmed]
     diagnosis.pairs = [p for p in diagnosis.pairs if "+".join(p) in confirmed]
 
