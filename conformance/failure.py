@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gradient_conformance.conformance import divergence
+from gradient_conformance.conformance.diagnosis.variants import CATALOGUE
 from gradient_conformance.conformance.explain import Budget, Explainer
 from gradient_conformance.conformance.options import MORE_LOOKS
 from gradient_conformance.conformance.reduce import Reduction, reduce_finding
@@ -86,6 +87,8 @@ class FailureStage:
         self.budget = budget if budget is not None else Budget()
         self.explainer = Explainer(self.budget)
         self.seen: dict[tuple[str, ...], str] = {}  # key -> the summary first seen with it
+        # --known variant -> why the experiment did not confirm it ("": it did), per run
+        self.confirmed_known: dict[str, str] = {}
 
     # --- 1-3: each finding reduced, described, explained, saved -------------------------
 
@@ -116,7 +119,10 @@ class FailureStage:
                                       f"reduced earlier in this run ({before})")
             else:
                 started = time.monotonic()
-                reduction = reduce_finding(finding, impl, deadline=self.budget.deadline())
+                known = self.known
+                reduction = reduce_finding(
+                    finding, impl, deadline=self.budget.deadline(),
+                    known=(lambda f: known.explains_finding(check, f)) if known else None)
                 self.budget.spent += time.monotonic() - started
                 finding = reduction.finding
         d = divergence.describe(check, test_id, finding)
@@ -137,16 +143,27 @@ class FailureStage:
 
     # --- 4: known divergences -------------------------------------------------------------
 
-    def sort_known(self, found: list[Divergence], tally: Tally, *,
-                   unsatisfiable: bool) -> Sorted:
+    def sort_known(self, found: list[Divergence], tally: Tally, *, unsatisfiable: bool,
+                   check: str = "", test_id: str = "", impl=None) -> Sorted:
         """docs/suite.md, "Known divergences": the check's divergences that a --known entry
         names are expected unless a new one is among them, which fails the check alone. A
         check whose every case showed a known divergence (Hypothesis's Unsatisfiable, once
-        each was passed over) found nothing new."""
+        each was passed over) found nothing new. A variant entry names a finding only when
+        the experiment confirms it there (docs/diagnosis.md, "Confirmation"), once per run
+        and entry (`impl`: the implementation to run it on); the first finding of an entry
+        that is not confirmed is a new divergence, saying so."""
         matched = set(tally.matched)
+        revoked = []
+        for entry, finding in sorted(tally.matched_findings.items()):
+            why = self._unconfirmed(entry, finding, impl)
+            if why:
+                matched.discard(entry)
+                d = self.divergence(check, test_id, finding, impl)
+                d.description = "\n".join(filter(None, [d.description, why]))
+                revoked.append(d)
         if unsatisfiable and matched:
             found = []  # every case was a known divergence, passed over: nothing else to say
-        new = []
+        new = list(revoked)
         for d in found:
             named = [v.get("name") for v in d.diagnosis.get("variants", [])
                      if isinstance(v, dict)]
@@ -156,6 +173,38 @@ class FailureStage:
             else:
                 matched.add(entry)
         return Sorted(new, sorted(matched), expected=bool(matched) and not new)
+
+    def _unconfirmed(self, entry: str, finding: Finding, impl) -> str:
+        """Why the --known variant `entry` does not name `finding` ("" when it does): the
+        experiment on other programs did not confirm it for this implementation. Asked once
+        per run and entry."""
+        if entry not in CATALOGUE or impl is None:
+            return ""
+        if entry not in self.confirmed_known:
+            from gradient_conformance.conformance.diagnosis.confirm import (
+                Hypothesis,
+                experiment,
+            )
+            from gradient_conformance.conformance.diagnosis.variants import applies
+            variant = CATALOGUE[entry]
+            started = time.monotonic()
+            try:
+                result = experiment(
+                    {entry: Hypothesis(variant.semantics(),
+                                       lambda features: applies(variant, features))},
+                    finding, impl, deadline=self.budget.deadline())
+            except Abandoned as stopped:
+                self.confirmed_known[entry] = f"not confirmed: {stopped}"
+            else:
+                evidence = result.evidence[entry]
+                self.confirmed_known[entry] = "" if evidence.confirmed else (
+                    f"the --known entry {entry} reproduces it, but the implementation did "
+                    f"otherwise on {evidence.against}" if evidence.against else
+                    f"the --known entry {entry} reproduces it, but no other program where "
+                    f"it differs from the spec was found to confirm it "
+                    f"({result.looked} looked at)")
+            self.budget.spent += time.monotonic() - started
+        return self.confirmed_known[entry]
 
     # --- 5: looking again -----------------------------------------------------------------
 

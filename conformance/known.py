@@ -88,6 +88,18 @@ class Known:
         return [e for e in self.entries if e.text not in matched]
 
 
+def entry_for(d) -> str | None:
+    """The known entry that names divergence `d`: its variant where its diagnosis names
+    exactly one (the bug wherever it shows), else its signature; None when that signature
+    has no subject (a line for it would expect every failure of its check of that kind, the
+    next bug's too)."""
+    variants = [str(v.get("name")) for v in (d.diagnosis or {}).get("variants", [])
+                if isinstance(v, dict)]
+    if len(variants) == 1 and variants[0] in CATALOGUE:
+        return variants[0]
+    return d.key if d.signature[1].strip() else None
+
+
 def known_text(divergences, kept: list[str]) -> str:
     """A known file naming `kept` (entries of the run's own known file that it found again)
     and every divergence in `divergences`: by its variant where its diagnosis names exactly
@@ -97,10 +109,14 @@ def known_text(divergences, kept: list[str]) -> str:
              "# a divergence one of them names is expected; a new one still fails.", ""]
     seen = set(kept)
     lines += kept
+    unnamed = []
     for d in divergences:
         variants = [str(v.get("name")) for v in (d.diagnosis or {}).get("variants", [])
                     if isinstance(v, dict)]
-        entry = variants[0] if len(variants) == 1 and variants[0] in CATALOGUE else d.key
+        entry = entry_for(d)
+        if entry is None:
+            unnamed.append(d)  # left out, and said below
+            continue
         if entry in seen or not d.signature[0]:
             continue
         seen.add(entry)
@@ -111,4 +127,10 @@ def known_text(divergences, kept: list[str]) -> str:
                          f"{', '.join(map(str, variants))} (one in place of the signature "
                          "names the bug wherever it shows)")
         lines.append(entry)
+    if unnamed:
+        checks = sorted({d.check for d in unnamed})
+        lines += ["", f"# Left out: {len(unnamed)} divergence{'s' if len(unnamed) != 1 else ''} "
+                  f"of {', '.join(checks)} whose signature names no subject (a line for it",
+                  "# would expect every failure of the check of that kind): fix them, or",
+                  "# name each by a signature with a subject or a variant."]
     return "\n".join(lines) + "\n"

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from gradient_conformance.conformance.divergence import subject
@@ -73,10 +73,13 @@ class Reduction:
 
 
 def reduce_finding(finding: Finding, impl, *, runs: int = RUNS,
-                   deadline: float | None = None) -> Reduction:
+                   deadline: float | None = None,
+                   known: Callable[[Finding], str | None] | None = None) -> Reduction:
     """`finding`'s program reduced, keeping its divergence's signature (module docstring).
     `impl`: the implementation as the check called it; `deadline`: the time.monotonic() past
-    which it asks no more."""
+    which it asks no more; `known`: the --known entry that names a finding, if any. A finding
+    no entry names is reduced only to programs no entry names: a reduction never turns a new
+    divergence into a known one (docs/suite.md, "Known divergences")."""
     case = finding.case
     if isinstance(case, TapeCase):
         return Reduction(finding, reason="a tape: its entries are the case")
@@ -92,7 +95,8 @@ def reduce_finding(finding: Finding, impl, *, runs: int = RUNS,
         return Reduction(finding, len(statements), len(statements),
                          reason="its check compares with the true derivative, which the "
                          "reducer does not repeat")
-    search = _Search(finding, case, impl, runs, deadline)
+    search = _Search(finding, case, impl, runs, deadline,
+                     known if known is not None and known(finding) is None else None)
     try:
         start = search.shows(statements)
         if start is None:
@@ -114,10 +118,11 @@ class _Search:
     """One reduction: the original finding, what it is about, and the runs spent."""
 
     def __init__(self, finding: Finding, case: ProgramCase, impl, runs: int,
-                 deadline: float | None = None):
+                 deadline: float | None = None,
+                 known: Callable[[Finding], str | None] | None = None):
         self.finding, self.case, self.impl, self.budget, self.runs = \
             finding, case, impl, runs, 0
-        self.deadline = deadline
+        self.deadline, self.known = deadline, known
         self.out_of_time = False
         # What the reference raised other than an IRError on a smaller program: its bug,
         # which a reduction must not turn into the run's end, and must not keep quiet.
@@ -194,6 +199,10 @@ class _Search:
         if subject(found) != self.target:
             return self._not(f"its divergence is about {' / '.join(subject(found))}, not "
                              f"{' / '.join(self.target)}")
+        entry = self.known(found) if self.known is not None else None
+        if entry is not None:
+            return self._not(f"the --known entry {entry} names it, and not the divergence as "
+                             "found")
         return found
 
     def _not(self, why: str) -> Finding | None:

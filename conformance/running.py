@@ -315,6 +315,9 @@ class Tally:
         # finding, given by the plugin; the entries found, passed over as the second look's.
         self.expected: Callable[[Finding], str | None] | None = None
         self.matched: set[str] = set()
+        # The first finding each known entry matched: a variant entry is confirmed on it once
+        # per run (failure.FailureStage.sort_known).
+        self.matched_findings: dict[str, Finding] = {}
         # The implementation's health in this check (transports/loading.py, Guarded).
         self.restarts_before = 0  # its restarts when the check began
         self.abandon = ""  # why the check stops calling it, once it must
@@ -381,6 +384,7 @@ class Tally:
         entry = self.expected(finding) if self.expected is not None else None
         if entry is not None:
             self.matched.add(entry)
+            self.matched_findings.setdefault(entry, finding)
         if entry is not None or (self.known and self.subject(finding) in self.known):
             from hypothesis import reject
             reject()

@@ -123,8 +123,12 @@ class Run:
                                       report.longreprtext, impl)
         if self.known is not None and self.stage is not None:
             sorted_ = self.stage.sort_known(
-                found, tally, unsatisfiable=type(error).__name__ == "Unsatisfiable")
+                found, tally, unsatisfiable=type(error).__name__ == "Unsatisfiable",
+                check=check, test_id=stable_id(item), impl=impl)
             found = sorted_.new
+            if found and report.outcome == "passed":  # a known entry the experiment refuted
+                report.outcome = "failed"
+                record["outcome"] = "failed"
             if sorted_.matched:
                 record["known"] = sorted_.matched
             if sorted_.expected and report.outcome in ("passed", "failed"):
@@ -297,9 +301,12 @@ class Run:
         for path in self.written:
             terminalreporter.write_line(f"report written: {shown(path, self.base)}")
         if self.known_written is not None:
-            terminalreporter.write_line(f"known divergences written: "
-                                        f"{shown(self.known_written, self.base)} (--known "
-                                        "reads it)")
+            from gradient_conformance.conformance.known import entry_for
+            unnamed = sum(1 for d in self.totals.divergences if entry_for(d) is None)
+            terminalreporter.write_line(
+                f"known divergences written: {shown(self.known_written, self.base)} (--known "
+                "reads it)" + (f"; left out: {counted(unnamed, 'divergence')} whose signature "
+                               "names no subject (the file says why)" if unnamed else ""))
         saved = [d for d in self.totals.divergences if d.case_file]
         if saved:
             terminalreporter.write_line(

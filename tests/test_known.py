@@ -116,3 +116,75 @@ def test_a_bad_known_file_is_a_usage_error_naming_its_line(tmp_path):
     assert code == 2, output[-2000:]
     assert "--known k.txt, line 2: 'not a thing' is neither a signature" in output
     assert "Traceback" not in output
+
+
+def test_a_known_variant_names_a_finding_only_where_other_programs_confirm_it(tmp_path):
+    """A --known variant that reproduces a finding names it only when the experiment on
+    other programs confirms it for this implementation (docs/diagnosis.md, "Confirmation"):
+    where-both reproduces the where fault's finding at a g of -0.0 (tests/test_confirm.py)
+    and is refuted elsewhere, so the finding is new, saying why; run on where-both itself,
+    the same entry stays known."""
+    from pathlib import Path
+
+    from gradient_conformance.conformance.failure import FailureStage
+    from gradient_conformance.conformance.transports.loading import load
+    from tests.conftest import ROOT
+    from tests.test_confirm import WHERE, _finding
+
+    def sorted_for(impl_spec: str):
+        impl = load(impl_spec)
+        try:
+            tally = Tally(generated=True)
+            finding = _finding(impl, WHERE, [1.5])
+            tally.matched, tally.matched_findings = {"where-both"}, {"where-both": finding}
+            stage = FailureStage(spec=impl_spec, base=Path(tmp_path), cases_dir=None,
+                                 known=Known(parse_known("where-both\n", "k.txt")))
+            return stage.sort_known([], tally, unsatisfiable=True, check="c", test_id="t",
+                                    impl=impl)
+        finally:
+            impl.close()
+    refuted = sorted_for(str(ROOT / "tests" / "impls" / "where_negative_zero.py"))
+    assert refuted.matched == [] and not refuted.expected and len(refuted.new) == 1
+    assert "the --known entry where-both reproduces it, but the implementation did otherwise " \
+        "on " in refuted.new[0].description
+    confirmed = sorted_for("variant:where-both")
+    assert confirmed.matched == ["where-both"] and confirmed.expected and confirmed.new == []
+
+
+def test_a_reduction_never_makes_a_new_divergence_a_known_one():
+    """The reducer keeps "not known" with the signature: pretending every program smaller
+    than the finding's is known, a finding that reduces without that is kept whole."""
+    from gradient_conformance.conformance.reduce import reduce_finding
+    from gradient_conformance.conformance.transports.loading import load
+    from tests.test_confirm import _finding
+    source = ("%a = buffer slot=0 dtype=f32 shape=[]\n%o = buffer slot=1 dtype=f32 shape=[]\n"
+              "%x = load %a\n%s = sin %x\n%t = add %s 1.0\n%y = mul %x %x\n%z = add %y %x\n"
+              "%g = gradient %z %x\nstore %o %g\nstore %a %t\n")
+    impl = load("variant:reversed-arrival")
+    try:
+        finding = _finding(impl, source, [0.3])
+        assert finding.want.buffers[1].tobytes() != finding.got.buffers[1].tobytes()
+        free = reduce_finding(finding, impl)
+        kept = reduce_finding(finding, impl, known=lambda f: "smaller" if f.case.size < 10
+                              else None)
+    finally:
+        impl.close()
+    assert free.before == 10 and free.after < 10 and kept.after == 10, (free, kept)
+    assert kept.finding.case.reading.source == finding.case.reading.source
+
+
+def test_write_known_writes_no_line_that_expects_every_failure_of_a_check():
+    """A divergence whose signature names no subject (a failure described by its text only)
+    is left out of the written file, which says so: a line `CHECK /  / failed` would expect
+    every failure of the check, the next bug's too."""
+    from gradient_conformance.conformance.known import entry_for, known_text
+    from gradient_conformance.reports.records import Divergence
+    blank = Divergence(check="test_c", test_id="t", summary="it failed",
+                       signature=("test_c", "", "failed"))
+    named = Divergence(check="test_c", test_id="u", summary="bits",
+                       signature=("test_c", "add", "bits"))
+    assert entry_for(blank) is None and entry_for(named) == "test_c / add / bits"
+    text = known_text([blank, named], [])
+    entries = parse_known(text, "k.txt")
+    assert [e.text for e in entries] == ["test_c / add / bits"], text
+    assert "# Left out: 1 divergence of test_c whose signature names no subject" in text
