@@ -192,7 +192,8 @@ class FailureStage:
                 result = experiment(
                     {entry: Hypothesis(variant.semantics(),
                                        lambda features: applies(variant, features))},
-                    finding, impl, deadline=self.budget.deadline())
+                    finding, impl, deadline=self.budget.deadline(),
+                    library=self.explainer.library)
             except Abandoned as stopped:
                 self.confirmed_known[entry] = f"not confirmed: {stopped}"
             else:

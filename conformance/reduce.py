@@ -37,6 +37,7 @@ from gradient_conformance.conformance.running import (
     traps,
 )
 from gradient_conformance.conformance.transports.loading import Abandoned
+from gradient_conformance.reference.errors import IRError
 from gradient_conformance.reference.syntax import Operand, Statement, format_program
 
 RUNS = 300  # the implementation's runs one reduction may take
@@ -114,6 +115,16 @@ def reduce_finding(finding: Finding, impl, *, runs: int = RUNS,
                      out_of_time=search.out_of_time)
 
 
+def _kind(reading: Reading) -> str:
+    """The kind of the reference's rejection of a program (as a case file's `#: error KIND`
+    names it: syntax, invalid, or a gradient rule's code), or "" if it accepts it."""
+    try:
+        reading.program()
+    except IRError as problem:
+        return str(getattr(problem, "kind", "") or "")
+    return ""
+
+
 class _Search:
     """One reduction: the original finding, what it is about, and the runs spent."""
 
@@ -180,8 +191,9 @@ class _Search:
         if want.status != finding.want.status:
             return self._not(f"the reference's outcome is {want.status}, not "
                              f"{finding.want.status}")
-        if finding.rule is not None and finding.rule not in want.message:
-            return self._not(f"the reference's rejection does not name {finding.rule}")
+        if finding.rule not in (None, "any") and _kind(reading) != finding.rule:
+            return self._not(f"the reference rejects it as {_kind(reading) or 'nothing'}, "
+                             f"not {finding.rule}")
         if traps(self.impl, reading, buffers):
             return self._not("it reaches a division the implementation declares traps")
         self.runs += 1

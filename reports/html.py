@@ -107,7 +107,13 @@ def op_view(report: Report) -> dict:
                     "hash-consing": "hash consing", "literal": "a literal",
                     "rejection": "a rejection", "crash": "a crash"}.get(str(kind), "")
             what = what or ("no location" if not kind else str(kind))
+            op = d.location.get("op") if isinstance(d.location, dict) else None
+            if isinstance(op, str) and op and d.location.get("line"):
+                what += f" at `{op}`"  # the statement located, said with its op
             elsewhere[what] = elsewhere.get(what, 0) + 1
+    # An op a location names is not one "no explanation implicates", whatever the kind.
+    located = {str(d.location.get("op")) for d, _ in programs
+               if isinstance(d.location, dict) and d.location.get("line")}
     tapes = []
     tape_checks = sorted({c for c in report.checks if c.startswith("test_tape")}
                          | {d.check for d in report.divergences if is_tape(d)})
@@ -125,7 +131,8 @@ def op_view(report: Report) -> dict:
                       "ratio": _ratio(len(found), cases),
                       "kinds": kinds, "variants": variants})
     return {"rows": rows, "columns": columns, "elsewhere": sorted(elsewhere.items()),
-            "left_out": sorted(op for op in report.ops if op not in named and op != "tape"),
+            "left_out": sorted(op for op in report.ops
+                               if op not in named and op not in located and op != "tape"),
             "tapes": tapes}
 
 

@@ -368,3 +368,32 @@ def test_crashes_are_causes_of_their_own_in_the_verdict_and_the_report():
     assert [(e["says"], e["divergences"]) for e in summary] == [
         ("TypeError at my.py:5 (bad)", [1, 2]), ("TypeError at my.py:9 (bad)", [3]),
         ("no known variant reproduces these", [4])]
+
+
+def test_the_lines_about_a_divergence_agree_with_each_other_and_the_case():
+    """From the student's run (issue 44, item 6): the op table said that no explanation
+    implicates `reduce` while 53 crashes were located at one; a location said "the rule is
+    named above" where none was; a case headed `#: error invalid` was "not reduced: the
+    reference's rejection does not name invalid". Each line now comes from the record."""
+    from gradient_conformance.conformance.diagnosis.locate import locate
+    from gradient_conformance.conformance.outcome import Outcome
+    from gradient_conformance.conformance.reduce import _kind
+    from gradient_conformance.conformance.running import Reading
+    from gradient_conformance.reports.html import op_view
+    from gradient_conformance.reports.records import Divergence, Report
+    crash = Divergence(check="test_case_file", test_id="t", summary="s",
+                       location={"line": 3, "kind": "crash", "op": "reduce"})
+    view = op_view(Report(implementation={"name": "x", "version": "", "spec": "x",
+                                          "capabilities": {}},
+                          ops={"reduce": {"test_case_file": [4, 1]},
+                               "bitcast": {"test_case_file": [4, 0]}},
+                          divergences=[crash]))
+    assert view["left_out"] == ["bitcast"] and view["elsewhere"] == [("a crash at `reduce`", 1)]
+    two = ("%a = buffer slot=0 dtype=f32 shape=[2]\n%x = load %a\n%g = gradient %x %x\n"
+           "%h = gradient %x %x\n")
+    reading = Reading(two)
+    where = locate(None, reading, {}, reading.outcome({}, build_only=True), Outcome("ok"))
+    assert "named above" not in where.text() and "loss-not-f32-scalar" in where.text(), \
+        where.text()
+    assert _kind(Reading("%i = range -1\nend %i\n")) == "invalid"
+    assert _kind(Reading("%a = buffer slot=0 dtype=f32 shape=[]\n")) == ""

@@ -29,7 +29,7 @@ which ended it.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from gradient_conformance import resource
@@ -94,10 +94,12 @@ class Experiment:
 
 @dataclass
 class Trial:
-    """A program of the experiment: where it came from, its features (None for a tape), its
-    outcome under a semantics (None: the spec's; None back: the semantics cannot express
-    it), and its outcome on the implementation."""
+    """A program of the experiment: what names it among the run's shared programs (None: a
+    divergence's own), where it came from, its features (None for a tape), its outcome
+    under a semantics (None: the spec's; None back: the semantics cannot express it), and
+    its outcome on the implementation."""
 
+    key: object
     label: str
     features: frozenset[str] | None
     outcome: Callable[[Semantics | None], Outcome | None]
@@ -133,77 +135,208 @@ def _detail(theirs: Outcome, got: Outcome, ulps: int) -> str:
 def experiment(hypotheses: dict[str, Hypothesis], finding: Finding, impl, *,
                deadline: float, library: CaseFiles | None = None) -> Experiment:
     """Run the experiment (this module's docstring) on `hypotheses` for the divergence
-    `finding`, by `deadline` (a time.monotonic()) at the latest. `library`: the case files,
-    read once per run."""
+    `finding`, by `deadline` (a time.monotonic()) at the latest. `library`: the run's case
+    files, and what the implementation did on them and on the drawn programs (`memo`)."""
     started = time.monotonic()
-    deadline = min(deadline, started + SECONDS)
-    result = Experiment({name: Evidence(name) for name in hypotheses})
+    search = _Search(Experiment({name: Evidence(name) for name in hypotheses}), hypotheses,
+                     finding.ulps, min(deadline, started + SECONDS), started)
     library = library if library is not None else CaseFiles()
-    ulps = finding.ulps
-    for source in _sources(finding, impl, library, deadline):
-        taken = dict.fromkeys(hypotheses, 0)  # separating programs from this source
-        looked = 0  # programs of this source that could tell an open hypothesis apart
-        for trial in source:
-            if time.monotonic() >= deadline:
-                result.stopped = f"the search stopped at its {deadline - started:.1f} s"
-                break
-            open_ = [n for n, e in result.evidence.items()
-                     if not e.refuted and taken[n] < PER_SOURCE]
-            if not open_ or looked >= DRAWS:
-                break
-            if trial.features is not None and not any(
-                    hypotheses[n].relevant(trial.features) for n in open_):
-                continue
-            looked += 1
-            result.looked += 1
-            want = trial.outcome(None)
-            if want is None:
-                continue
-            theirs = {n: o for n in open_
-                      if (o := trial.outcome(hypotheses[n].semantics)) is not None and
-                      compare(want, o, ulps=ulps) is not None}  # the separated ones
-            if not theirs:
-                continue
-            got = trial.implementation()
-            result.ran += 1
-            for n, o in theirs.items():
-                if bears_out(want, o, got, ulps):
-                    result.evidence[n].support.append(trial.label)
-                    taken[n] += 1
-                else:
-                    result.evidence[n].against = f"{trial.label} ({_detail(o, got, ulps)})"
+    for source in _sources(finding, impl, library, search.deadline):
+        search.start(library.memo if source.shared else None)
+        source.feed(search.visit)
+        result = search.result
         if result.stopped or all(e.refuted for e in result.evidence.values()):
             break
-    result.seconds = time.monotonic() - started
-    return result
+    search.result.seconds = time.monotonic() - started
+    return search.result
+
+
+class _Search:
+    """The experiment's state while it goes through its sources: each program a source
+    gives is `visit`ed, and says whether the source should go on."""
+
+    def __init__(self, result: Experiment, hypotheses: dict[str, Hypothesis], ulps: int,
+                 deadline: float, started: float):
+        self.result, self.hypotheses, self.ulps = result, hypotheses, ulps
+        self.deadline, self.started = deadline, started
+        self.taken: dict[str, int] = {}
+        self.looked = 0
+        self.memo: dict | None = None
+
+    def start(self, memo: dict | None) -> None:
+        """A new source: each hypothesis may take PER_SOURCE separating programs from it;
+        `memo`: the run's record of what programs of a shared source gave (None: its
+        programs are this divergence's own)."""
+        self.taken, self.looked, self.memo = dict.fromkeys(self.hypotheses, 0), 0, memo
+
+    def visit(self, trial: Trial) -> bool:
+        result = self.result
+        if time.monotonic() >= self.deadline:
+            result.stopped = f"the search stopped at its {self.deadline - self.started:.1f} s"
+            return False
+        open_ = [n for n, e in result.evidence.items()
+                 if not e.refuted and self.taken[n] < PER_SOURCE]
+        if not open_ or self.looked >= DRAWS:
+            return False
+        if trial.features is not None and not any(
+                self.hypotheses[n].relevant(trial.features) for n in open_):
+            return True
+        self.looked += 1
+        result.looked += 1
+        said: dict[str, tuple[bool | None, str]] = {}
+        if self.memo is not None:
+            said = {n: self.memo[key] for n in open_
+                    if (key := (trial.key, n, self.ulps)) in self.memo}
+        pending = [n for n in open_ if n not in said]
+        if pending:
+            said.update(self._run(trial, pending))
+        for n, (verdict, detail) in said.items():
+            if verdict:
+                result.evidence[n].support.append(trial.label)
+                self.taken[n] += 1
+            elif verdict is False:
+                result.evidence[n].against = f"{trial.label} ({detail})"
+        return True
+
+    def _run(self, trial: Trial, names: list[str]) -> dict[str, tuple[bool | None, str]]:
+        """Each hypothesis's verdict on `trial`: the implementation is run only where one of
+        them departs from the spec."""
+        ulps = self.ulps
+        said: dict[str, tuple[bool | None, str]] = {}
+        want = trial.outcome(None)
+        theirs: dict[str, Outcome] = {}
+        if want is not None:
+            theirs = {n: o for n in names
+                      if (o := trial.outcome(self.hypotheses[n].semantics)) is not None and
+                      compare(want, o, ulps=ulps) is not None}  # the separated ones
+        got = None
+        if theirs and want is not None:
+            got = trial.implementation()
+            self.result.ran += 1
+        for n in names:
+            if got is None or n not in theirs or want is None:
+                said[n] = (None, "")
+            elif bears_out(want, theirs[n], got, ulps):
+                said[n] = (True, "")
+            else:
+                said[n] = (False, _detail(theirs[n], got, ulps))
+            if self.memo is not None and trial.key is not None:
+                self.memo[(trial.key, n, ulps)] = said[n]
+        return said
 
 
 # --- the sources of programs ----------------------------------------------------------------
 
 
-def _sources(finding: Finding, impl, library: CaseFiles,
-             deadline: float) -> Iterator[Iterator[Trial]]:
-    """The sources of the experiment's programs, nearest first, each an iterator of Trials
-    made as they are asked for."""
+@dataclass
+class _Source:
+    """Programs to try: `feed(visit)` calls `visit` with each Trial until it says stop.
+    `shared`: the same programs for every divergence of the run (what the implementation
+    did on them is kept, and not asked again)."""
+
+    feed: Callable[[Callable[[Trial], bool]], None]
+    shared: bool
+
+
+def _listed(trials: Iterable[Trial | None]) -> Callable[[Callable[[Trial], bool]], None]:
+    def feed(visit: Callable[[Trial], bool]) -> None:
+        for trial in trials:
+            if trial is not None and not visit(trial):
+                return
+    return feed
+
+
+def _drawn_into(strategy, deadline: float, trial_of) -> Callable[[Callable[[Trial], bool]], None]:
+    """A source of examples of `strategy`, derandomized (the same each run), DRAWS at most,
+    each made a Trial by `trial_of(k, example)` (None: not one to send) and visited as it is
+    drawn: Hypothesis drives the test function, which ends the drawing by raising."""
+    def feed(visit: Callable[[Trial], bool]) -> None:
+        from hypothesis import HealthCheck, Phase, given, settings
+
+        drawn = [0]
+
+        @settings(max_examples=DRAWS, database=None, derandomize=True, deadline=None,
+                  phases=[Phase.generate], suppress_health_check=list(HealthCheck))
+        @given(strategy)
+        def collect(example):
+            if time.monotonic() >= deadline:
+                raise _Enough
+            drawn[0] += 1
+            trial = trial_of(drawn[0], example)
+            if trial is not None and not visit(trial):
+                raise _Enough
+
+        try:
+            collect()
+        except _Enough:
+            pass
+    return feed
+
+
+class _Enough(BaseException):
+    """Ends a drawing: no Exception, so Hypothesis lets it through rather than report it as
+    a failure of the drawing."""
+
+
+def _sources(finding: Finding, impl, library: CaseFiles, deadline: float) -> list[_Source]:
+    """The sources of the experiment's programs, nearest first."""
     case = finding.case
     if isinstance(case, TapeCase):
-        yield (_tape_trial(label, tape, impl) for label, tape in _tape_files())
-        yield (_tape_trial(label, tape, impl) for label, tape in _drawn_tapes(deadline))
-        return
+        from hypothesis import strategies as st
+
+        from gradient_conformance.generators.tapes import order_sensitive_tapes, tapes
+        return [
+            _Source(_listed(_tape_trial(label, label, tape, impl)
+                            for label, tape in library.tapes()), shared=True),
+            _Source(_drawn_into(
+                st.one_of(tapes(), order_sensitive_tapes()), deadline,
+                lambda k, drawn: None if drawn.expect_error is not None else _tape_trial(
+                    f"drawn tape {k}", f"a drawn tape of {len(drawn.tape)} entries",
+                    drawn.tape, impl)), shared=True)]
     build_only = finding.got.status == "ok" and not finding.got.buffers
 
-    def trials(programs) -> Iterator[Trial]:
-        for label, reading, buffers in programs:
-            trial = _program_trial(label, reading, buffers, impl, build_only)
-            if trial is not None:
-                yield trial
-    if not build_only:
-        yield trials(_refills(case.reading, deadline))
-    yield trials(library.programs())
-    yield trials(_drawn(deadline))
+    def trial(key, label: str, reading: Reading, buffers) -> Trial | None:
+        return _program_trial(key, label, reading, buffers, impl, build_only)
+    sources = []
+    reading = case.reading
+    if not build_only and reading.statements is not None and reading.slots:
+        from hypothesis import strategies as st
+
+        from gradient_conformance.generators.buffers import fill
+        statements = reading.statements
+
+        @st.composite
+        def refilled(draw):
+            mode = draw(st.sampled_from(("anything", "smooth")))
+            return fill(draw, statements, mode=mode).buffers
+        again = Reading(reading.source, statements, measure=False)
+        sources.append(_Source(_drawn_into(
+            refilled(), deadline,
+            lambda k, buffers: trial(None, "other inputs of the found program", again,
+                                     buffers)), shared=False))
+    sources.append(_Source(_listed(trial((label, build_only), label, r, b)
+                                   for label, r, b in library.programs()), shared=True))
+    sources.append(_Source(_drawn_into(_program_strategy(), deadline, lambda k, case: trial(
+        (f"drawn {k}", build_only), f"a drawn program of {len(case.source.splitlines())} lines",
+        Reading(case.source, case.parsed or (), measure=False), case.buffers)), shared=True))
+    return sources
 
 
-def _program_trial(label: str, reading: Reading, buffers, impl,
+def _program_strategy():
+    """Programs drawn from the generators: valid ones of every op, differentiable ones
+    (smooth and on any input), ones whose shares are summed in an order that matters, and
+    gradients the spec rejects with their near misses."""
+    from hypothesis import strategies as st
+
+    from gradient_conformance.generators.order import order_sensitive_gradients
+    from gradient_conformance.generators.programs import differentiable_programs, programs
+    from gradient_conformance.generators.rejections import invalid_gradients, near_misses
+    return st.one_of(programs(), differentiable_programs(),
+                     differentiable_programs(inputs="anything"), order_sensitive_gradients(),
+                     invalid_gradients(), near_misses())
+
+
+def _program_trial(key, label: str, reading: Reading, buffers, impl,
                    build_only: bool) -> Trial | None:
     """A program as the check would send it: not one that uses what the implementation
     declares unsupported, nor one at which it declares that integer division traps."""
@@ -224,36 +357,29 @@ def _program_trial(label: str, reading: Reading, buffers, impl,
             return impl.build_only(reading.source)
         return impl.run_case(reading.source, buffers, reading.slots)
 
-    return Trial(label, reading.features, outcome, implementation)
+    return Trial(key, label, reading.features, outcome, implementation)
 
 
-def _refills(reading: Reading, deadline: float) -> Iterator[tuple[str, Reading, dict]]:
-    """The found program with other initial contents, drawn as the generators draw them:
-    on the whole f32 range, or smooth."""
-    if reading.statements is None or not reading.slots:
-        return
-    from hypothesis import strategies as st
+def _tape_trial(key, label: str, tape, impl) -> Trial:
+    def outcome(semantics: Semantics | None) -> Outcome | None:
+        try:
+            bits = backprop_bits(tape) if semantics is None else backprop_bits(tape, semantics)
+        except Exception:  # noqa: BLE001 - a tape the variant cannot walk says nothing
+            return None
+        return Outcome("ok", derivatives=bits)
 
-    from gradient_conformance.generators.buffers import fill
-
-    statements = reading.statements
-
-    @st.composite
-    def refilled(draw):
-        mode = draw(st.sampled_from(("anything", "smooth")))
-        return fill(draw, statements, mode=mode).buffers
-
-    again = Reading(reading.source, statements, measure=False)
-    for buffers in _draws(refilled(), deadline):
-        yield "other inputs of the found program", again, buffers
+    return Trial(key, label, None, outcome, lambda: impl.run_backprop(tape))
 
 
 class CaseFiles:
-    """The program case files the package ships, each read once (a run's explainer keeps
-    one of these) and run on its own initial contents."""
+    """The case files the package ships, each read once (a run's explainer keeps one of
+    these), and `memo`: what the implementation did on the programs every divergence's
+    experiment shares, (program, hypothesis, ulps) -> (verdict, how it differed)."""
 
     def __init__(self):
         self._programs: list[tuple[str, Reading, dict]] | None = None
+        self._tapes: list[tuple[str, list]] | None = None
+        self.memo: dict = {}
 
     def programs(self) -> list[tuple[str, Reading, dict]]:
         if self._programs is None:
@@ -272,79 +398,13 @@ class CaseFiles:
                                        reading, cases.initial_buffers(case, reading.slots)))
         return self._programs
 
-
-def _drawn(deadline: float) -> Iterator[tuple[str, Reading, dict]]:
-    """Programs drawn from the generators: valid ones of every op, differentiable ones
-    (smooth and on any input), ones whose shares are summed in an order that matters, and
-    gradients the spec rejects with their near misses."""
-    from hypothesis import strategies as st
-
-    from gradient_conformance.generators.order import order_sensitive_gradients
-    from gradient_conformance.generators.programs import differentiable_programs, programs
-    from gradient_conformance.generators.rejections import invalid_gradients, near_misses
-    strategy = st.one_of(programs(), differentiable_programs(),
-                         differentiable_programs(inputs="anything"),
-                         order_sensitive_gradients(), invalid_gradients(), near_misses())
-    for case in _draws(strategy, deadline):
-        reading = Reading(case.source, case.parsed or (), measure=False)
-        yield (f"a drawn program of {len(case.source.splitlines())} lines", reading,
-               case.buffers)
-
-
-def _tape_files() -> Iterator[tuple[str, list]]:
-    root = resource("cases", "tapes")
-    for path in sorted(root.glob("*.json")):
-        try:
-            tape = load_tape_case(path.read_text())["tape"]
-        except (OSError, ValueError, KeyError, TypeError):
-            continue
-        yield f"tape case file {path.name}", tape
-
-
-def _drawn_tapes(deadline: float) -> Iterator[tuple[str, list]]:
-    """Drawn tapes: valid ones, and ones whose shares' order matters."""
-    from hypothesis import strategies as st
-
-    from gradient_conformance.generators.tapes import order_sensitive_tapes, tapes
-    for drawn in _draws(st.one_of(tapes(), order_sensitive_tapes()), deadline):
-        if drawn.expect_error is None:
-            yield f"a drawn tape of {len(drawn.tape)} entries", drawn.tape
-
-
-def _tape_trial(label: str, tape, impl) -> Trial:
-    def outcome(semantics: Semantics | None) -> Outcome | None:
-        try:
-            bits = backprop_bits(tape) if semantics is None else backprop_bits(tape, semantics)
-        except Exception:  # noqa: BLE001 - a tape the variant cannot walk says nothing
-            return None
-        return Outcome("ok", derivatives=bits)
-
-    return Trial(label, None, outcome, lambda: impl.run_backprop(tape))
-
-
-class _Enough(BaseException):
-    """Ends a drawing at its deadline: no Exception, so Hypothesis lets it through rather
-    than report it as a failure of the drawing."""
-
-
-def _draws(strategy, deadline: float) -> Iterator:
-    """Examples of `strategy`, derandomized (the same each run): DRAWS at most, fewer if the
-    deadline comes first. Drawn when the first is asked for, all at once: Hypothesis drives
-    a test function, which cannot be resumed."""
-    from hypothesis import HealthCheck, Phase, given, settings
-
-    drawn: list = []
-
-    @settings(max_examples=DRAWS, database=None, derandomize=True, deadline=None,
-              phases=[Phase.generate], suppress_health_check=list(HealthCheck))
-    @given(strategy)
-    def collect(example):
-        if time.monotonic() >= deadline:
-            raise _Enough
-        drawn.append(example)
-
-    try:
-        collect()
-    except _Enough:
-        pass
-    yield from drawn
+    def tapes(self) -> list[tuple[str, list]]:
+        if self._tapes is None:
+            root, self._tapes = resource("cases", "tapes"), []
+            for path in sorted(root.glob("*.json")):
+                try:
+                    self._tapes.append((f"tape case file {path.name}",
+                                        load_tape_case(path.read_text())["tape"]))
+                except (OSError, ValueError, KeyError, TypeError):
+                    continue
+        return self._tapes

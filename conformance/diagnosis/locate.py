@@ -107,8 +107,13 @@ def locate(impl, reading: Reading, buffers, want: Outcome, got: Outcome, *,
             return Location(lines[0], f"line {lines[0]}, `{_text(reading, lines[0])}`: the "
                             f"spec rejects it{f' [{rule}]' if rule else ''}; the "
                             "implementation accepts it", kind="rejection", op="gradient")
-        return Location(reason="the spec rejects the program; the implementation accepts "
-                        "it (the rule is named above)")
+        said = f" [{rule}]" if rule else ""
+        why = f" ({want.message[:200]})" if want.message and want.message != rule else ""
+        return Location(reason=f"the spec rejects the program{said}{why}; the implementation "
+                        f"accepts it; of its {len(lines)} gradients none is told apart as "
+                        "the one rejected" if lines else
+                        f"the spec rejects the program{said}{why}; the implementation "
+                        "accepts it")
     if want.status == "ok" and got.status in ("rejected", "run-error") and statements:
         return _Probe(impl, reading, None, buffers, want, got).refusal()
     if want.status != "ok" or got.status != "ok":
