@@ -32,6 +32,7 @@ from gradient_conformance.conformance.diagnosis.confirm import (
 )
 from gradient_conformance.conformance.diagnosis.diagnose import (
     Diagnosis,
+    decisions_of,
     diagnose_case,
     diagnose_tape,
 )
@@ -83,6 +84,9 @@ def explain_finding(finding: Finding, impl=None, *, deadline: float | None = Non
         diagnosis = diagnose_case(case.reading, case.buffers, finding.want, finding.got,
                                   ulps=finding.ulps, impl=impl)
         tested(diagnosis, finding, impl, deadline, library)
+        diagnosis.decisions = decisions_of(
+            case.reading, case.buffers, finding.want,
+            build_only=finding.got.status == "ok" and not finding.got.buffers)
     except Abandoned as stopped:
         diagnosis = Diagnosis(reason=f"not verified: {stopped}")
     if impl is None:

@@ -118,3 +118,48 @@ def test_an_element_only_the_implementation_changes_is_another_cause_s():
     assert bears_out(spec, rejected, Outcome("rejected"), 0) is True
     assert bears_out(spec, rejected, _ok(1.0, 3.0), 0) is False
     assert bears_out(rejected, theirs, _ok(9.0, 3.0), 0) is False  # accepted: all its values
+
+
+def test_each_decision_a_variant_reads_otherwise_is_quoted_from_spec_md():
+    """A variant that reads a decision of SPEC.md otherwise quotes it: the quote is in SPEC.md,
+    in the section the variant names (docs/diagnosis.md, "Decisions")."""
+    import re
+
+    from gradient_conformance.conformance.diagnosis.variants import CATALOGUE
+    spec = (ROOT / "SPEC.md").read_text()
+    sections = dict(re.findall(r"^## (.+)\n((?:(?!^## ).*\n)*)", spec, re.M))
+    deciding = [v for v in CATALOGUE.values() if v.decision]
+    assert len(deciding) >= 2
+    for v in deciding:
+        assert v.decision.startswith("**Decision") and v.decision in sections[v.section], v.name
+
+
+@pytest.mark.parametrize(("case_file", "variant"), [
+    ("errors/reduce_axis_unsorted.ir", "axis-in-any-order"),
+    ("errors/negative_range.ir", "negative-range-runs-none")])
+def test_an_expectation_resting_on_a_decision_says_so(case_file, variant):
+    """An implementation that reads a decision of SPEC.md the other way is told that the
+    course text, read otherwise, is what it did, and that the expectation rests on a decision
+    of this project, quoted; a divergence that rests on no decision does not say so."""
+    from gradient_conformance.reference import cases
+    case = cases.load_case(ROOT / "cases" / case_file)
+    reading = running.Reading(case.source)
+    impl = load(f"variant:{variant}")
+    try:
+        got = impl.build_only(case.source)
+        finding = running.Finding("", Outcome("rejected", message=case.error), got,
+                                  running.ProgramCase(reading), rule=case.error)
+        diagnosis, _ = explain_finding(finding, impl)
+    finally:
+        impl.close()
+    line = diagnosis.line()
+    assert diagnosis.variants == [variant] and diagnosis.decisions == [variant], line
+    assert line.startswith("diagnosis: the course text read otherwise where SPEC.md decides, "
+                           "one that ") and "This expectation rests on a decision of this " \
+        "project, not on the course's text (SPEC.md, " in line, line
+    impl = load(str(ROOT / "tests" / "impls" / "where_negative_zero.py"))
+    try:
+        other, _ = explain_finding(_finding(impl, WHERE, [1.5]), impl)
+    finally:
+        impl.close()
+    assert other.decisions == [] and "rests on a decision" not in other.line()

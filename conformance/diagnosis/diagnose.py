@@ -62,13 +62,27 @@ class Diagnosis:
     candidates: list[str] = field(default_factory=list)
     evidence: list[dict] = field(default_factory=list)
     experiment: dict = field(default_factory=dict)
+    # The variants reading a decision of SPEC.md otherwise that change the spec's outcome
+    # here: the expectation rests on those decisions (docs/diagnosis.md, "Decisions").
+    decisions: list[str] = field(default_factory=list)
 
     @property
     def found(self) -> bool:
         return bool(self.variants or self.pairs)
 
     def line(self) -> str:
-        """The diagnosis in one line, as the terminal shows it."""
+        """The diagnosis in one line, as the terminal shows it, and which decisions of this
+        project (not the course's text) the expectation rests on."""
+        said = self._line()
+        for name in self.decisions:
+            v = CATALOGUE[name]
+            said += (f". This expectation rests on a decision of this project, not on the "
+                     f"course's text (SPEC.md, \"{v.section}\": {v.decision.replace('**', '')})"
+                     f"; read otherwise, the course text gives another outcome here "
+                     f"[{name}]")
+        return said
+
+    def _line(self) -> str:
         if self.reason:
             return f"diagnosis: none ({self.reason})"
         how = f"within the {self.ulps} ulps the check allows" if self.ulps else "exactly"
@@ -80,7 +94,12 @@ class Diagnosis:
                     if self.verified_on else "")
             apart = ("; the programs run did not tell them apart"
                      if len(self.variants) > 1 else "")
-            return (f"diagnosis: the spec, but one that {named}, gives {how} these "
+            # A variant that reads a decision of SPEC.md otherwise is no bug: the course
+            # text, read the other way where it is silent.
+            opener = ("the course text read otherwise where SPEC.md decides, one that"
+                      if all(CATALOGUE[n].decision for n in self.variants) else
+                      "the spec, but one that")
+            return (f"diagnosis: {opener} {named}, gives {how} these "
                     f"results{also} (SPEC.md, {sections}); {self._support(self.variants)}"
                     f"{apart}")
         if self.pairs:
@@ -146,11 +165,25 @@ class Diagnosis:
         return cls(variants=variants, ulps=ulps if type(ulps) is int else 0,
                    verified_on=verified if type(verified) is int else 0,
                    candidates=listed("candidates", str), evidence=listed("evidence", dict),
-                   experiment=experiment if isinstance(experiment, dict) else {})
+                   experiment=experiment if isinstance(experiment, dict) else {},
+                   decisions=[n for n in listed("decisions", str) if n in CATALOGUE])
 
 
 def _says(variant: Variant) -> str:
     return f"{variant.says} [{variant.name}]"
+
+
+def decisions_of(reading: Reading, buffers, want: Outcome, *, build_only: bool) -> list[str]:
+    """The variants reading a decision of SPEC.md otherwise (Variant.decision) whose outcome
+    on this program differs from the spec's `want`: the decisions the expectation rests on."""
+    found = []
+    for v in CATALOGUE.values():
+        if not v.decision or v.tape or not applies(v, reading.features):
+            continue
+        theirs = run_variant(reading, v.semantics(), buffers, build_only=build_only)
+        if theirs is not None and compare(want, theirs) is not None:
+            found.append(v.name)
+    return found
 
 
 def run_variant(reading: Reading, semantics, buffers, *, build_only: bool = False) \

@@ -51,6 +51,10 @@ class Variant:
     # taken out of those in force) rather than replacing it, so that applied after another
     # variant that changed the same part, both are in effect.
     composes: bool = False
+    # The decision of SPEC.md, quoted, that it reads otherwise where the course's text
+    # (ir.md, gradient.md) is silent: the course text read otherwise, not a bug
+    # (docs/diagnosis.md, "Decisions"). "" for a departure from the text itself.
+    decision: str = ""
 
     def semantics(self, base: Semantics = SPEC) -> Semantics:
         return self.change(base)
@@ -867,6 +871,25 @@ def _attributes_by_position(source: str) -> str:
 _UPPER_EXPONENT = re.compile(r"(?<![%@\w.])(-?(?:\d+\.?\d*|\.\d+))E([+-]?\d+)\b")
 
 
+_AXIS_LIST = re.compile(r"\baxis=\[([^\]]*)\]")
+_RANGE_COUNT = re.compile(r"(\brange\s+)-\d+\b")
+
+
+def _axis_in_any_order(source: str) -> str:
+    """Each `axis=[...]` list read as the axes it names, in increasing order."""
+    def ordered(m: re.Match) -> str:
+        axes = [a.strip() for a in m.group(1).split(",") if a.strip()]
+        if not all(a.lstrip("-").isdigit() for a in axes):
+            return m.group(0)
+        return f"axis=[{','.join(str(a) for a in sorted(int(a) for a in axes))}]"
+    return _AXIS_LIST.sub(ordered, source)
+
+
+def _negative_range_runs_none(source: str) -> str:
+    """A range of a negative count read as one of 0, which runs its body no times."""
+    return _RANGE_COUNT.sub(lambda m: f"{m.group(1)}0", source)
+
+
 def _lowercase_exponent_only(source: str) -> str:
     """An f32 literal with a capital E read as its mantissa and a name (1E-3: 1 and E-3),
     which no statement takes."""
@@ -888,6 +911,16 @@ TEXT = [
     Variant("attributes-by-position", "reads a statement's attribute values in the "
             "printer's order of keys, whatever keys they were written with", "Text form",
             _reads(_attributes_by_position), composes=True),
+    # The decisions of SPEC.md that the course text leaves open, read the other way.
+    Variant("axis-in-any-order", "reads an axis= list in any order, as the axes it names "
+            "(SPEC.md decides that they are listed in strictly increasing order)", "Operations",
+            _reads(_axis_in_any_order), composes=True,
+            decision="**Decision:** `axis` lists axes in strictly increasing order, each within "
+                     "the rank."),
+    Variant("negative-range-runs-none", "runs a range of a negative count no times, as one of "
+            "0 (SPEC.md decides that the count must be >= 0)", "Loops",
+            _reads(_negative_range_runs_none), composes=True,
+            decision="**Decision:** it must be ≥ 0, and 0 runs the body no times."),
     Variant("lowercase-exponent-only", "reads only a lowercase e as an exponent (1E-3 is no "
             "literal)", "Text form", _reads(_lowercase_exponent_only), composes=True),
     Variant("single-spaces", "splits a line at every space, so that two spaces make an empty "
