@@ -165,3 +165,26 @@ def test_an_expectation_resting_on_a_decision_says_so(case_file, variant):
     finally:
         impl.close()
     assert other.decisions == [] and "rests on a decision" not in other.line()
+
+
+DETACHED = """%a = buffer slot=0 dtype=f32 shape=[]
+%x = load %a
+%d = detach %x
+%y = mul %d %x
+%g = gradient %y %x
+store %a %g
+"""
+
+
+@pytest.mark.parametrize(("said", "named"), [("line 1: detach is not supported", False),
+                                             ("line 5: x is reached through a detach", True)])
+def test_a_rejection_variant_is_the_implementation_s_only_for_the_same_line(said, named):
+    """A rejection is the variant's only where the implementation's message gives the line
+    the variant rejects at: a rejection of the whole program at line 1 is not "rejects a
+    gradient whose loss reaches x through a detach" (line 5), though both are rejections."""
+    reading = running.Reading(DETACHED)
+    want = reading.outcome({}, build_only=True)
+    got = Outcome("rejected", message=said)
+    assert want.status == "ok"
+    diagnosis = diagnose_case(reading, {}, want, got)
+    assert ("rejects-through-detach-or-cast" in diagnosis.variants) is named, diagnosis.line()

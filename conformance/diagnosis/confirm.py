@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from gradient_conformance import resource
+from gradient_conformance.conformance.diagnosis.diagnose import same_line
 from gradient_conformance.conformance.outcome import Outcome, compare
 from gradient_conformance.conformance.running import Finding, Reading, TapeCase, traps
 from gradient_conformance.reference import cases
@@ -118,7 +119,7 @@ def bears_out(spec: Outcome, theirs: Outcome, got: Outcome, ulps: int) -> bool |
         return None
     mismatch = compare(theirs, got, ulps=ulps)
     if mismatch is None:
-        return True
+        return same_line(theirs, got)  # a rejection for the same reason, as far as shown
     if spec.status != "ok" or theirs.status != "ok" or got.status != "ok" or \
             mismatch.kind == "missing" or not departs.differing:
         return False  # a status, or a shape: the whole outcome is the hypothesis's claim

@@ -17,6 +17,7 @@ reproduces the bits: never a guess, never the closest.
 from __future__ import annotations
 
 import itertools
+import re
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
@@ -201,9 +202,25 @@ def run_variant(reading: Reading, semantics, buffers, *, build_only: bool = Fals
 def reproduces(variant: Outcome | None, got: Outcome, ulps: int = 0) -> bool:
     """Whether the variant's outcome is the implementation's, as the check compared the
     spec's with it (within `ulps`), over the same slots. An acceptance the implementation
-    was only asked to build has no outputs, and neither has the variant's, built only."""
+    was only asked to build has no outputs, and neither has the variant's, built only. A
+    rejection is the variant's only where it has the same reason, as far as the message
+    shows one: the implementation's gives the line the variant rejects at (ir.md asks every
+    error for its line), so a rejection for another reason elsewhere is not the variant's."""
     return variant is not None and set(variant.buffers) == set(got.buffers) and \
-        compare(variant, got, ulps=ulps) is None
+        compare(variant, got, ulps=ulps) is None and same_line(variant, got)
+
+
+_LINE = re.compile(r"line (\d+)\b")
+
+
+def same_line(theirs: Outcome, got: Outcome) -> bool:
+    """For two rejections: whether `got`'s message names the line `theirs` names first (the
+    reference's messages begin with it); True for anything else, or when `theirs` names
+    none."""
+    if theirs.status != "rejected" or got.status != "rejected":
+        return True
+    found = _LINE.search(theirs.message)
+    return found is None or re.search(rf"\bline {found.group(1)}\b", got.message) is not None
 
 
 def _explained(variant: Outcome | None, got: Outcome, wrong: frozenset, ulps: int) -> int:
