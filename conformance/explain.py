@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from gradient_conformance.conformance.diagnosis.confirm import (
     SECONDS,
     CaseFiles,
-    Hypothesis,
     experiment,
+    hypothesis_of,
 )
 from gradient_conformance.conformance.diagnosis.diagnose import (
     Diagnosis,
@@ -37,7 +37,7 @@ from gradient_conformance.conformance.diagnosis.diagnose import (
     diagnose_tape,
 )
 from gradient_conformance.conformance.diagnosis.locate import Location, locate, locate_tape
-from gradient_conformance.conformance.diagnosis.variants import CATALOGUE, applies
+from gradient_conformance.conformance.diagnosis.variants import CATALOGUE
 from gradient_conformance.conformance.running import Finding, TapeCase
 from gradient_conformance.conformance.transports.loading import Abandoned
 
@@ -107,13 +107,8 @@ def tested(diagnosis: Diagnosis, finding: Finding, impl, deadline: float,
     """Keep named in `diagnosis` only the hypotheses (its variants and pairs) that the
     experiment confirms on other programs (docs/diagnosis.md, "Confirmation"); each one's
     evidence goes on the diagnosis. Without an implementation to run, none is confirmed."""
-    def relevant(*names: str):
-        return lambda features: any(applies(CATALOGUE[n], features) for n in names)
-    hypotheses = {n: Hypothesis(CATALOGUE[n].semantics(), relevant(n))
-                  for n in diagnosis.variants}
-    for first, then in diagnosis.pairs:
-        hypotheses[f"{first}+{then}"] = Hypothesis(
-            CATALOGUE[then].change(CATALOGUE[first].semantics()), relevant(first, then))
+    hypotheses = {n: hypothesis_of(n) for n in diagnosis.variants}
+    hypotheses.update({"+".join(pair): hypothesis_of(*pair) for pair in diagnosis.pairs})
     if not hypotheses:
         return
     diagnosis.candidates = list(hypotheses)
@@ -173,7 +168,6 @@ def prefer(divergences) -> None:
     """Put first, in each divergence's diagnosis, the variant that explains the most of the
     run's divergences (each named variant reproduces that divergence alone, so the order is
     only which the reader sees first)."""
-    from gradient_conformance.conformance.diagnosis.variants import CATALOGUE
     rank = {name: k for k, (name, _) in enumerate(across(divergences))}
     for d in divergences:
         kept = d.diagnosis or {}
@@ -189,7 +183,6 @@ def verdict_lines(divergences, shown: int = 3) -> list[str]:
     """The run's verdict, for the end of the terminal output: the crashes, one line per
     cause (docs/diagnosis.md, "Crashes"); the variants that explain the most divergences
     (each with where those divergences were located); then how many no variant explains."""
-    from gradient_conformance.conformance.diagnosis.variants import CATALOGUE
     from gradient_conformance.reports.records import crash_causes
     divergences = list(divergences)
     total = len(divergences)

@@ -30,8 +30,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gradient_conformance.conformance import divergence
+from gradient_conformance.conformance.diagnosis.confirm import experiment, hypothesis_of
 from gradient_conformance.conformance.diagnosis.variants import CATALOGUE
 from gradient_conformance.conformance.explain import Budget, Explainer
+from gradient_conformance.conformance.known import named_variants
 from gradient_conformance.conformance.options import MORE_LOOKS
 from gradient_conformance.conformance.reduce import Reduction, reduce_finding
 from gradient_conformance.conformance.running import Diverged, Finding, Tally
@@ -165,9 +167,8 @@ class FailureStage:
             found = []  # every case was a known divergence, passed over: nothing else to say
         new = list(revoked)
         for d in found:
-            named = [v.get("name") for v in d.diagnosis.get("variants", [])
-                     if isinstance(v, dict)]
-            entry = self.known.explains(d.signature, named) if self.known is not None else None
+            entry = self.known.explains(d.signature, named_variants(d)) \
+                if self.known is not None else None
             if entry is None:
                 new.append(d)
             else:
@@ -181,19 +182,11 @@ class FailureStage:
         if entry not in CATALOGUE or impl is None:
             return ""
         if entry not in self.confirmed_known:
-            from gradient_conformance.conformance.diagnosis.confirm import (
-                Hypothesis,
-                experiment,
-            )
-            from gradient_conformance.conformance.diagnosis.variants import applies
-            variant = CATALOGUE[entry]
             started = time.monotonic()
             try:
-                result = experiment(
-                    {entry: Hypothesis(variant.semantics(),
-                                       lambda features: applies(variant, features))},
-                    finding, impl, deadline=self.budget.deadline(),
-                    library=self.explainer.library)
+                result = experiment({entry: hypothesis_of(entry)}, finding, impl,
+                                    deadline=self.budget.deadline(),
+                                    library=self.explainer.library)
             except Abandoned as stopped:
                 self.confirmed_known[entry] = f"not confirmed: {stopped}"
             else:

@@ -15,6 +15,7 @@ import difflib
 from dataclasses import dataclass
 
 from gradient_conformance.conformance.diagnosis.variants import CATALOGUE
+from gradient_conformance.reports.records import counted
 
 
 @dataclass(frozen=True)
@@ -88,13 +89,19 @@ class Known:
         return [e for e in self.entries if e.text not in matched]
 
 
+def named_variants(d) -> list[str]:
+    """The variants divergence `d`'s diagnosis names (each confirmed), as its record keeps
+    them."""
+    return [str(v.get("name")) for v in (d.diagnosis or {}).get("variants", [])
+            if isinstance(v, dict)]
+
+
 def entry_for(d) -> str | None:
     """The known entry that names divergence `d`: its variant where its diagnosis names
     exactly one (the bug wherever it shows), else its signature; None when that signature
     has no subject (a line for it would expect every failure of its check of that kind, the
     next bug's too)."""
-    variants = [str(v.get("name")) for v in (d.diagnosis or {}).get("variants", [])
-                if isinstance(v, dict)]
+    variants = named_variants(d)
     if len(variants) == 1 and variants[0] in CATALOGUE:
         return variants[0]
     return d.key if d.signature[1].strip() else None
@@ -111,8 +118,7 @@ def known_text(divergences, kept: list[str]) -> str:
     lines += kept
     unnamed = []
     for d in divergences:
-        variants = [str(v.get("name")) for v in (d.diagnosis or {}).get("variants", [])
-                    if isinstance(v, dict)]
+        variants = named_variants(d)
         entry = entry_for(d)
         if entry is None:
             unnamed.append(d)  # left out, and said below
@@ -129,7 +135,7 @@ def known_text(divergences, kept: list[str]) -> str:
         lines.append(entry)
     if unnamed:
         checks = sorted({d.check for d in unnamed})
-        lines += ["", f"# Left out: {len(unnamed)} divergence{'s' if len(unnamed) != 1 else ''} "
+        lines += ["", f"# Left out: {counted(len(unnamed), 'divergence')} "
                   f"of {', '.join(checks)} whose signature names no subject (a line for it",
                   "# would expect every failure of the check of that kind): fix them, or",
                   "# name each by a signature with a subject or a variant."]

@@ -191,9 +191,10 @@ class _Search:
         if want.status != finding.want.status:
             return self._not(f"the reference's outcome is {want.status}, not "
                              f"{finding.want.status}")
-        if finding.rule not in (None, "any") and _kind(reading) != finding.rule:
-            return self._not(f"the reference rejects it as {_kind(reading) or 'nothing'}, "
-                             f"not {finding.rule}")
+        kind = _kind(reading) if finding.rule not in (None, "any") else finding.rule
+        if kind != finding.rule:
+            return self._not(f"the reference rejects it as {kind or 'nothing'}, not "
+                             f"{finding.rule}")
         if traps(self.impl, reading, buffers):
             return self._not("it reaches a division the implementation declares traps")
         self.runs += 1

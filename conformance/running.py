@@ -449,16 +449,28 @@ def run_both(impl, source: str, buffers, statements=(), *, built: Program | None
     Hypothesis shrinks)."""
     reading = Reading(source, statements, measure=tally is None or tally.measuring,
                       built=built)
-    unsupported = reading.uses & impl.unsupported()
-    if unsupported:  # an op, or an op at a dtype, the implementation says it does not have
-        _leave_out(f"it uses {sorted(unsupported)}, which the implementation declares "
-                   "unsupported (CAPABILITIES)")
+    if why := unsupported_by(impl, reading):
+        _leave_out(why)
     want = reading.outcome(buffers)
-    trapping = traps(impl, reading, buffers)
-    if trapping:
-        _leave_out(f"it reaches {', '.join(sorted(trapping))}, where the implementation "
-                   "declares that integer division traps (CAPABILITIES)")
+    if why := trapped_by(impl, reading, buffers):
+        _leave_out(why)
     return reading, want, impl.run_case(source, buffers, reading.slots)
+
+
+def unsupported_by(impl, reading: Reading) -> str:
+    """Why the suite sends no such program ("" when it does): it uses an op, or an op at a
+    dtype, the implementation declares unsupported (CAPABILITIES)."""
+    unsupported = reading.uses & impl.unsupported()
+    return (f"it uses {sorted(unsupported)}, which the implementation declares unsupported "
+            "(CAPABILITIES)") if unsupported else ""
+
+
+def trapped_by(impl, reading: Reading, buffers) -> str:
+    """Why the suite sends no such run ("" when it does): it reaches a division the
+    implementation declares traps (`traps`)."""
+    trapping = traps(impl, reading, buffers)
+    return (f"it reaches {', '.join(sorted(trapping))}, where the implementation declares "
+            "that integer division traps (CAPABILITIES)") if trapping else ""
 
 
 def _skip(why: str):
@@ -581,8 +593,8 @@ def check_case_file(impl, tally, path, description: str) -> None:
     case = cases.load_case(path)
     reading = Reading(case.source)
     features = reading.features  # none for a file that does not parse: an error case
-    if reading.uses & impl.unsupported():
-        _skip(f"uses {sorted(reading.uses & impl.unsupported())}, unsupported")
+    if why := unsupported_by(impl, reading):
+        _skip(why)
     tally.case(features)
     if case.error is not None:
         want, got = Outcome("rejected", message=case.error), impl.build_only(case.source)
@@ -596,10 +608,8 @@ def check_case_file(impl, tally, path, description: str) -> None:
         check_mentions(impl, tally, case, reading, got, description)
         return
     buffers = case_file_buffers(case, reading.slots)
-    trapping = traps(impl, reading, buffers)
-    if trapping:
-        _skip(f"it reaches {', '.join(sorted(trapping))}, where the implementation "
-                    "declares that integer division traps (CAPABILITIES)")
+    if why := trapped_by(impl, reading, buffers):
+        _skip(why)
     got = impl.run_case(case.source, buffers, reading.slots)
     ulps = max((impl.ulps(op) for op in features & TRANSCENDENTAL), default=0)
     left_out = compare_claims(impl, tally, reading, buffers, reading.outcome(buffers), got,

@@ -28,14 +28,22 @@ which ended it.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from gradient_conformance import resource
 from gradient_conformance.conformance.diagnosis.diagnose import same_line
+from gradient_conformance.conformance.diagnosis.variants import CATALOGUE, applies
 from gradient_conformance.conformance.outcome import Outcome, compare
-from gradient_conformance.conformance.running import Finding, Reading, TapeCase, traps
+from gradient_conformance.conformance.running import (
+    Finding,
+    Reading,
+    TapeCase,
+    trapped_by,
+    unsupported_by,
+)
 from gradient_conformance.reference import cases
 from gradient_conformance.reference.semantics import Semantics
 from gradient_conformance.reference.tape import backprop_bits, load_tape_case
@@ -75,6 +83,17 @@ class Hypothesis:
 
     semantics: Semantics
     relevant: Callable[[frozenset[str]], bool]
+
+
+def hypothesis_of(*names: str) -> Hypothesis:
+    """The hypothesis that the implementation is the spec under the catalogue's variants
+    `names`, applied in that order (one, or a pair in an order in which both are in effect);
+    a program can tell it from the spec where one of them applies."""
+    semantics = CATALOGUE[names[0]].semantics()
+    for name in names[1:]:
+        semantics = CATALOGUE[name].change(semantics)
+    return Hypothesis(semantics,
+                      lambda features: any(applies(CATALOGUE[n], features) for n in names))
 
 
 @dataclass
@@ -127,10 +146,14 @@ def bears_out(spec: Outcome, theirs: Outcome, got: Outcome, ulps: int) -> bool |
 
 
 def _detail(theirs: Outcome, got: Outcome, ulps: int) -> str:
+    """How the implementation's outcome differs from the hypothesis's, in compare's words
+    with its two sides named: only compare's own "expected" and "got" (the first of each, as
+    whole words) are renamed, never the words of a message it quotes after them."""
     difference = compare(theirs, got, ulps=ulps)
     if difference is None:
         return ""
-    return str(difference).replace("expected", "hypothesis").replace("got", "implementation")
+    said = re.sub(r"\bexpected\b", "hypothesis", str(difference), count=1)
+    return re.sub(r"\bgot\b", "implementation", said, count=1)
 
 
 def experiment(hypotheses: dict[str, Hypothesis], finding: Finding, impl, *,
@@ -341,8 +364,8 @@ def _program_trial(key, label: str, reading: Reading, buffers, impl,
                    build_only: bool) -> Trial | None:
     """A program as the check would send it: not one that uses what the implementation
     declares unsupported, nor one at which it declares that integer division traps."""
-    if reading.statements is None or reading.uses & impl.unsupported() or \
-            traps(impl, reading, buffers):
+    if reading.statements is None or unsupported_by(impl, reading) or \
+            trapped_by(impl, reading, buffers):
         return None
 
     def outcome(semantics: Semantics | None) -> Outcome | None:

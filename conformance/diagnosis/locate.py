@@ -109,11 +109,10 @@ def locate(impl, reading: Reading, buffers, want: Outcome, got: Outcome, *,
                             "implementation accepts it", kind="rejection", op="gradient")
         said = f" [{rule}]" if rule else ""
         why = f" ({want.message[:200]})" if want.message and want.message != rule else ""
+        apart = (f"; of its {len(lines)} gradients none is told apart as the one rejected"
+                 if lines else "")
         return Location(reason=f"the spec rejects the program{said}{why}; the implementation "
-                        f"accepts it; of its {len(lines)} gradients none is told apart as "
-                        "the one rejected" if lines else
-                        f"the spec rejects the program{said}{why}; the implementation "
-                        "accepts it")
+                        f"accepts it{apart}")
     if want.status == "ok" and got.status in ("rejected", "run-error") and statements:
         return _Probe(impl, reading, None, buffers, want, got).refusal()
     if want.status != "ok" or got.status != "ok":
