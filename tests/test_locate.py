@@ -51,6 +51,26 @@ def test_a_variant_is_located_where_it_departs(variant, case_file, kind, line, o
     assert (where.kind, where.line, where.op) == (kind, line, op), where.text()
     assert where.text().startswith(f"location: line {line}, `")
     assert where.runs <= 2 and where.probes <= 2 * MAX_PROBES
+    assert where.decided_by and f"Decided by: {where.decided_by[0]}" in where.text()
+    if where.runs == 0:  # what decided it without a probe says so
+        assert all(not phrase.startswith(("a forward probe", "forward probes", "adjoint"))
+                   for phrase in where.decided_by), where.decided_by
+
+
+def test_a_location_says_which_probes_decided_it():
+    """docs/diagnosis.md, "Diagnosis" (Location): the answers that decided it, in order,
+    each true of the run: the statement's probe differs, its operands' agree; in a
+    gradient, the adjoints before the first differing one agree; a variant's narrowing."""
+    where = _located("variant:flush-results", "ops/subnormals_kept.ir")
+    assert where.decided_by == ["a forward probe of %sq: differs",
+                                "forward probes of %x: agree"], where.decided_by
+    where = _located("variant:reversed-arrival", "gradient/arrival_not_reversed.ir")
+    assert where.decided_by[0] == "a forward probe of %g: differs", where.decided_by
+    assert any(p.startswith("adjoint probes (`gradient %y u`) of ") and p.endswith(": agree")
+               for p in where.decided_by), where.decided_by
+    assert "which change only this one of the 5 places" in where.decided_by[-1]
+    where = _located("variant:recip-form", "gradient/op_form_recip.ir", guess=False)
+    assert where.decided_by[-1] == "it is the one place that could give it", where.decided_by
 
 
 def test_a_missed_rejection_is_located_at_its_gradient():
@@ -129,6 +149,8 @@ def test_a_tape_is_located_without_probes():
     where = locate_tape(tape, Outcome("ok", derivatives=want), Outcome("ok", derivatives=got),
                         ["tape-right-fold"])
     assert (where.kind, where.line) == ("sum", 1), where.text()
+    assert where.decided_by[0].startswith("no probe: the derivatives the implementation gave")
+    assert "([tape-right-fold]), which changes only this one of" in where.decided_by[1]
     program = [["input", 2.0], ["add", 0, 0], ["mul", 1, 0]]
     want = backprop_bits(program)
     got = list(want)
@@ -158,6 +180,10 @@ def test_a_valid_program_refused_is_located_at_the_statement_it_starts_to_be(tmp
     where = _located(str(module), "gradient/relu_and_neuron.ir")
     assert (where.kind, where.line, where.op) == ("rejected", 16, "max"), where.text()
     assert "no max here" in where.says and where.runs <= 6
+    # Each prefix asked is an answer that decided it, the last the check's own run.
+    assert len(where.decided_by) == where.runs + 1, where.decided_by
+    assert where.decided_by[-1] == "the whole program: rejected (the check's own run)"
+    assert any(p.endswith(": not rejected") for p in where.decided_by), where.decided_by
     module = _reference_running(tmp_path, "recip_fails", "if ' = recip ' in source:",
                                 "    raise ArithmeticError('recip at run time')",
                                 "out = run(buffers)")

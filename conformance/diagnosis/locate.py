@@ -67,7 +67,9 @@ class Location:
     value, a share, a fold, a blocked edge, hash consing, a rejection; for tapes, a share or
     a sum); `op`: the statement's op; `says`: where and what, in one sentence; `reason`:
     why nothing was located; `candidates`: the lines of the places the probes could not
-    tell apart (`says` lists them); `probes` and `runs`: what it cost."""
+    tell apart (`says` lists them); `decided_by`: the answers that decided it, each a
+    probe's (or the check's own outputs', or a variant's) in one phrase; `probes` and `runs`:
+    what it cost."""
 
     line: int = 0
     says: str = ""
@@ -78,11 +80,13 @@ class Location:
     runs: int = 0
     seconds: float = 0.0  # what finding it cost
     candidates: list[int] = field(default_factory=list)
+    decided_by: list[str] = field(default_factory=list)
 
     def text(self) -> str:
-        """The location in one line, as the terminal shows it."""
+        """The location in one line, as the terminal shows it, with what decided it."""
         if self.line or self.candidates:
-            return f"location: {self.says}"
+            decided = f" Decided by: {'; '.join(self.decided_by)}." if self.decided_by else ""
+            return f"location: {self.says}{decided}"
         return f"location: none ({self.reason})"
 
     def to_dict(self) -> dict:
@@ -106,7 +110,10 @@ def locate(impl, reading: Reading, buffers, want: Outcome, got: Outcome, *,
         if len(lines) == 1:
             return Location(lines[0], f"line {lines[0]}, `{_text(reading, lines[0])}`: the "
                             f"spec rejects it{f' [{rule}]' if rule else ''}; the "
-                            "implementation accepts it", kind="rejection", op="gradient")
+                            "implementation accepts it", kind="rejection", op="gradient",
+                            decided_by=["no probe: the check's own run, in which the "
+                                        "implementation accepted the program, and the "
+                                        "program's one gradient"])
         said = f" [{rule}]" if rule else ""
         why = f" ({want.message[:200]})" if want.message and want.message != rule else ""
         apart = (f"; of its {len(lines)} gradients none is told apart as the one rejected"
@@ -264,11 +271,13 @@ class _Probe:
         self.ulps = ulps
         self.variants = list(variants)
         self.deciding = [changes([name]) for name in self.variants]  # what each changes
+        self.decided: list[str] = []  # the answers that decide the location, in order
 
     def done(self, line: int = 0, says: str = "", reason: str = "", kind: str = "") -> Location:
         op = next((st.op for st in self.reading.statements or [] if st.line == line), "")
         return Location(line, says, reason, kind, op, self.asker.probes, self.asker.runs,
-                        time.monotonic() - self.started)
+                        time.monotonic() - self.started,
+                        decided_by=list(self.decided) if line or says else [])
 
     def among(self, places: list[tuple], where: str, deciding=None) -> Location:
         """One of several places (line, kind, what departs there, what a variant changes to
@@ -279,6 +288,7 @@ class _Probe:
         location, kind = _among(places, where, self.deciding if deciding is None else
                                 deciding, self.variants,
                                 lambda line: f"line {line}, `{_text(self.reading, line)}`")
+        self.decided += location.decided_by
         found = self.done(location.line, location.says, location.reason, kind)
         found.candidates = location.candidates
         return found
@@ -290,8 +300,15 @@ class _Probe:
         by bisection (each prefix a program the spec accepts)."""
         units = _top_level_units(self.reading.statements)
 
+        how = f"killed by {signal}" if signal else \
+            ("rejected" if self.got.status == "rejected" else "failed to run")
+
         def refused(k: int) -> bool | None:
-            return self.asker.refuses(units[k][1], signal)
+            answer = self.asker.refuses(units[k][1], signal)
+            if answer is not None:
+                self.decided.append(f"the prefix to line {units[k][1]}: "
+                                    f"{how if answer else 'not ' + how}")
+            return answer
         low, high = 0, len(units) - 1  # the whole program is refused: high holds
         while low < high:
             middle = (low + high) // 2
@@ -300,6 +317,7 @@ class _Probe:
                 return self.done(reason="a prefix of the program is not one the spec accepts")
             low, high = (low, middle) if answer else (middle + 1, high)
         line = units[low][0]
+        self.decided.append(f"the whole program: {how} (the check's own run)")
         if signal is not None:
             return self.done(line, (
                 f"line {line}, `{_text(self.reading, line)}`: the implementation's process "
@@ -315,6 +333,8 @@ class _Probe:
     def forward(self, slot: int) -> Location:
         buffer = self.built.buffers.get(slot)
         if buffer is not None and not any(s.buffer is buffer for s in stores(self.program)):
+            self.decided += [f"no probe: the program's text (no store into slot {slot}) and "
+                             "the check's own outputs"]
             return self.done(buffer.line, (
                 f"line {buffer.line}, `{_text(self.reading, buffer.line)}`: the program never "
                 "stores into this slot, so it ends as it began; the implementation's ends "
@@ -324,6 +344,8 @@ class _Probe:
         defines = [d for d in self.built.statements if isinstance(d, Define) and
                    d.node in in_cone and d.node.op != "buffer"][:MAX_PROBES]
         if not defines:
+            self.decided.append(f"no probe: no named top-level value in slot {slot}'s cone; "
+                                "the check's own outputs")
             return self._literal_stored(slot) or self._inside_a_loop(in_cone, slot) or self.done(
                 reason="no named top-level value in the differing slot's cone (a literal, or "
                 "a value made inside a call)")
@@ -337,10 +359,20 @@ class _Probe:
                          values.get(self.names[o].name) is not None]
             if differing:
                 continue
+            self.decided.append(f"a forward probe of {d.name}: differs")
+            # A gradient's value is made of its expansion's nodes; what it reads is y and x.
+            read = (d.expansion.y, d.expansion.x) if d.expansion is not None else \
+                d.node.operands
+            operands = [self.names[o].name for o in dict.fromkeys(read)
+                        if o in self.names and self.names[o].name in values]
+            if operands:
+                self.decided.append(f"forward probes of {', '.join(operands)}: agree")
             if d.expansion is not None:
                 return self.gradient(d, values[d.name])
             return self.done(d.line, f"line {d.line}, `{_text(self.reading, d.line)}`: "
                              f"{_values(values[d.name])}, operands equal", kind="value")
+        self.decided.append(f"forward probes of the {len(defines)} top-level values in slot "
+                            f"{slot}'s cone: agree")
         return self._inside_a_loop(in_cone, slot) or self.done(
             reason="every value probed agrees: the difference arises in a store or a call")
 
@@ -400,6 +432,7 @@ class _Probe:
             if walked and y_define else {}
         if isinstance(adjoints, str):
             return self.done(reason=adjoints)
+        agreeing: list[str] = []
         # The walk visits every sender of a node before the node: the first node whose
         # adjoint differs has senders whose adjoints agree (or were not probed).
         for v in d.expansion.visits:
@@ -412,13 +445,20 @@ class _Probe:
             else:
                 continue
             if adjoint is None:
+                agreeing.append(shown)
                 continue
+            self.decided += ([f"adjoint probes (`gradient {y_define.name} u`) of "
+                              f"{', '.join(agreeing)}: agree"] if agreeing and y_define else [])
+            if v.node is not x:  # x's adjoint is the gradient's value, probed above
+                self.decided.append(f"the adjoint probe of {shown}: differs")
             return self.among(self._places(d, v, shown, adjoint), (
                 f"in the gradient on line {d.line}, the adjoint of {shown}: "
                 f"{_values(adjoint)}, every adjoint before it agreeing"))
         blocked = _blocked(d.expansion)
         if blocked:
             shown = x_define.name if x_define else "x"
+            self.decided.append(f"adjoint probes of {', '.join(agreeing)}: agree" if agreeing
+                                else "no adjoint on the way differs")
             return self.among([self._blocked_place(d, edge, shown) for edge in blocked[:1]],
                               f"the adjoint of {shown}: {_values(difference)}")
         return self.done(reason=f"the gradient on line {d.line} differs, but no adjoint "
@@ -550,6 +590,8 @@ class _Probe:
         x is follows from that gradient's rule forms. An implementation departs here when
         its hash consing keeps the two apart, or when its rule forms build other nodes (x
         is then a node of its own)."""
+        self.decided.append(f"the reference's hash consing: {x_define.name} is a node the "
+                            f"gradient on line {made.line} built")
         fact = (f"{x_define.name} (line {x_define.line}) is, in the spec, by hash consing the "
                 f"node that the gradient on line {made.line} built, so the gradient on line "
                 f"{d.line} is taken against that node, and its adjoint sums the shares of its "
@@ -671,6 +713,8 @@ def locate_tape(tape, want: Outcome, got: Outcome, variants=()) -> Location:
     location, kind_ = _among(places, values, [changes([n]) for n in variants], list(variants),
                              lambda line: f"entry {line - 1}, {list(tape[line - 1])!r}")
     location.kind = kind_
+    location.decided_by.insert(0, "no probe: the derivatives the implementation gave, every "
+                               f"entry after {k} agreeing")
     if location.line:
         location.op = str(tape[location.line - 1][0])
     return location
@@ -684,6 +728,7 @@ def _among(places: list[tuple], where: str, deciding: list[set[str]], variants: 
     there are. `shown(line)` names a place's statement."""
     tags = {p[3] for p in places}
     why = "no variant that reproduces every output decides"
+    narrowed: list[str] = []
     if deciding and not all(changed & tags for changed in deciding):
         outside = ", ".join(f"[{n}]" for n, changed in zip(variants, deciding, strict=True)
                             if not changed & tags)
@@ -693,6 +738,9 @@ def _among(places: list[tuple], where: str, deciding: list[set[str]], variants: 
     if len(places) > 1 and deciding:
         decided = [p for p in places if p[3] in set().union(*deciding)]
         named = ", ".join(f"[{n}]" for n in variants)
+        by = [f"the variant{'s' if len(variants) > 1 else ''} reproducing every output "
+              f"({named}), which change{'' if len(variants) > 1 else 's'} "
+              f"{'only this one' if len(decided) == 1 else 'these'} of the {len(places)} places"]
         if len(decided) == 1:
             line, kind, what, _ = decided[0]
             which = (f"the variant reproducing every output ({named}) changes"
@@ -700,15 +748,17 @@ def _among(places: list[tuple], where: str, deciding: list[set[str]], variants: 
                      f"the variants reproducing every output ({named}) change")
             return Location(line, (
                 f"{shown(line)}: {what}; {where}. Of the {len(places)} places that could give "
-                f"it, this is the one that {which}")), kind
+                f"it, this is the one that {which}"), decided_by=by), kind
         if decided:
             places, why = decided, (f"each is what one of the variants reproducing every "
                                     f"output ({named}) changes")
+            narrowed = by
     if len(places) == 1:
         line, kind, what, _ = places[0]
-        return Location(line, f"{shown(line)}: {what}; {where}"), kind
+        return Location(line, f"{shown(line)}: {what}; {where}",
+                        decided_by=narrowed or ["it is the one place that could give it"]), kind
     listed = "; ".join(f"{shown(line)}: {what}" for line, _, what, _ in places)
     return Location(says=(f"{where}; the probes cannot tell which of these {len(places)} "
                           f"places departs ({why}): {listed}"),
                     reason="the probes cannot tell which of several places departs",
-                    candidates=[line for line, *_ in places]), "candidates"
+                    candidates=[line for line, *_ in places], decided_by=narrowed), "candidates"
