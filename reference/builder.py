@@ -11,7 +11,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from . import errors, gradient
-from .errors import BuildError, GradientError
+from .errors import BeyondLimit, BuildError, GradientError
 from .graph import DTYPES, Graph, Node, SignatureError, check_shape, infer
 from .ops import OPS
 from .program import Define, Function, Instance, Loop, Program, Store
@@ -198,7 +198,7 @@ class _Builder:
             raise BuildError(s.line, s.operands[0].text, "the count of a range cannot be "
                              "negative")
         if len(self.frames) > MAX_NESTING:
-            raise BuildError(s.line, s.target, f"ranges nest deeper than {MAX_NESTING}")
+            raise BeyondLimit(s.line, s.target, f"ranges nest deeper than {MAX_NESTING}")
         loop_id = self.next_range
         self.next_range += 1
         counter = self.graph.node("range", (), (("count", count),), scope=loop_id, tag=loop_id,
@@ -281,7 +281,8 @@ class _Builder:
         except SignatureError as problem:
             k = problem.operand
             token = s.operands[k].text if k is not None and k < len(s.operands) else s.op
-            raise BuildError(s.line, token, str(problem)) from None
+            raise (BeyondLimit if problem.limit else BuildError)(s.line, token,
+                                                                 str(problem)) from None
 
     def _call(self, s: Statement, operand, graph: Graph, scope: int) -> Node:
         _no_attrs(s)
@@ -350,7 +351,7 @@ class _Builder:
             raise BuildError(statements[-1].line, "end", f"the body of {name} must end with "
                              "'return %value'")
         if depth > MAX_NESTING:
-            raise BuildError(head.line, name, f"calls nest deeper than {MAX_NESTING}")
+            raise BeyondLimit(head.line, name, f"calls nest deeper than {MAX_NESTING}")
         self.functions[name] = Function(name, head.line, params, body, depth)
         self.definitions += statements
 
@@ -479,7 +480,8 @@ def _shape_attr(s: Statement, shape) -> tuple[int, ...]:
     try:
         return check_shape(shape)
     except SignatureError as problem:
-        raise BuildError(s.line, "shape", str(problem)) from None
+        raise (BeyondLimit if problem.limit else BuildError)(s.line, "shape",
+                                                             str(problem)) from None
 
 
 def _no_attrs(s: Statement) -> None:

@@ -22,6 +22,7 @@ class IRError(Exception):
     text at fault, `message` says what is wrong and what was expected."""
 
     kind = "invalid"
+    limit = False  # beyond one of the reference's own limits (BeyondLimit), not the course's
 
     def __init__(self, line: int, token: str, message: str):
         self.line, self.token, self.message = line, token, message
@@ -43,6 +44,20 @@ class BuildError(IRError):
     """Well-formed text that is not a valid program: names, dtypes, shapes, structure."""
 
     kind = "invalid"
+
+
+class BeyondLimit(BuildError):
+    """A program beyond one of the reference's own limits (SPEC.md, "Limits"): a value's
+    elements, nesting. The course's text sets no limit, so no expectation of the suite rests
+    on one: a check leaves such a program out."""
+
+    limit = True
+
+
+class LineBeyondLimit(ParseError):
+    """A line of more tokens than the reference reads (SPEC.md, "Limits")."""
+
+    limit = True
 
 
 class GradientError(BuildError):

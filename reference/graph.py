@@ -24,8 +24,9 @@ class SignatureError(Exception):
     """An op applied to operands or attributes it does not accept. `operand` is the index of
     the operand at fault, or None for an attribute or the op as a whole."""
 
-    def __init__(self, message: str, operand: int | None = None):
+    def __init__(self, message: str, operand: int | None = None, *, limit: bool = False):
         super().__init__(message)
+        self.limit = limit  # beyond the reference's own limit (SPEC.md, "Limits")
         self.operand = operand
 
 
@@ -61,10 +62,16 @@ class Node:
 def scoped_key(op: str, dtype: str, shape: tuple[int, ...], operands: tuple[Node, ...],
                attrs: tuple, scope: int, tag: int | None, origin: int) -> tuple:
     """What makes two nodes one (SPEC.md, "Hash consing"): op, dtype, shape, operands and
-    attributes, in one scope, with one tag. `origin` (the line of the gradient that builds a
-    node, 0 for the program's own) does not count: an expansion's nodes are interned with the
-    program's."""
-    return (op, dtype, shape, tuple(o.id for o in operands), attrs, scope, tag)
+    attributes, in one scope, with one tag. `attrs` come in the order written; their order
+    does not count (SPEC.md, "Operations": one canonical order). `origin` (the line of the
+    gradient that builds a node, 0 for the program's own) does not count: an expansion's nodes
+    are interned with the program's."""
+    return (op, dtype, shape, tuple(o.id for o in operands), canonical(attrs), scope, tag)
+
+
+def canonical(attrs) -> tuple:
+    """Attributes in the one order a node stores them (SPEC.md, "Operations")."""
+    return tuple(sorted(attrs, key=_attribute_rank))
 
 
 # The nodes that stay where they are made (ir.md, "Hash consing": "a load inside a range
@@ -100,15 +107,15 @@ class Graph:
              shape: tuple[int, ...] | None = None, origin: int = 0) -> Node:
         """The node (op operands attrs) in `scope`, made if it is new. dtype and shape come from
         the op's signature; only leaves (buffer, const, param, range) pass them in."""
-        attrs = tuple(sorted(attrs, key=_attribute_rank))
+        written = tuple(attrs)  # the key decides whether their order counts
         scope = self._scope_of(op, tuple(operands), scope)
         if dtype is None:
-            dtype, shape = infer(op, operands, dict(attrs))
-        key = self._key(op, dtype, shape, tuple(operands), attrs, scope, tag, origin)
+            dtype, shape = infer(op, operands, dict(written))
+        key = self._key(op, dtype, shape, tuple(operands), written, scope, tag, origin)
         found = self._index.get(key)
         if found is None:
-            found = Node(len(self.nodes), op, dtype, shape, tuple(operands), attrs, scope, tag,
-                         line)
+            found = Node(len(self.nodes), op, dtype, shape, tuple(operands), canonical(written),
+                         scope, tag, line)
             self.nodes.append(found)
             self._index[key] = found
         return found
@@ -140,7 +147,7 @@ def check_shape(shape) -> tuple[int, ...]:
         raise SignatureError(f"shape {list(shape)} has a negative dimension")
     if math.prod(shape) > MAX_ELEMENTS:
         raise SignatureError(f"shape {list(shape)} has more than {MAX_ELEMENTS} elements, the "
-                             "reference's limit")
+                             "reference's limit", limit=True)
     return shape
 
 

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 
 from . import exact
-from .errors import ParseError
+from .errors import LineBeyondLimit, ParseError
 
 NAME = re.compile(r"%[A-Za-z_][A-Za-z0-9_.]*")
 FUNC = re.compile(r"@[A-Za-z_][A-Za-z0-9_]*")
@@ -127,7 +127,8 @@ def _lex(line: int, code: str) -> list[str]:
             break
         tokens.append(match.group(match.lastindex))
         if len(tokens) > MAX_LINE_TOKENS:
-            raise ParseError(line, tokens[-1], f"more than {MAX_LINE_TOKENS} tokens on one line")
+            raise LineBeyondLimit(line, tokens[-1],
+                                  f"more than {MAX_LINE_TOKENS} tokens on one line")
         pos = match.end()
     if code[pos:].strip():
         bad = code[pos:].strip()[:1]

@@ -3,6 +3,7 @@ IRError naming the line; printing and parsing again gives the same graph."""
 
 from __future__ import annotations
 
+import math
 import string
 import subprocess
 import sys
@@ -161,3 +162,36 @@ def test_a_signalling_nan_is_read_as_its_bits_by_every_reader(tmp_path):
                           str(program), "--in", "0=0x7f800001", "--bits"],
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 0 and "0x7f800001" in run.stdout, run.stdout + run.stderr
+
+
+@pytest.mark.parametrize("text", [
+    "%x = add " + "1.0 " * 20000,  # more tokens on one line than the reference reads
+    "\n".join(f"%i{k} = range 1" for k in range(100)),  # ranges nested past 64
+    "%a = buffer slot=0 dtype=f32 shape=[5000,5000]",  # a value past 2^24 elements
+    "%a = buffer slot=0 dtype=f32 shape=[4]\n%x = load %a\n"
+    "%y = expand %x shape=[5000,5000]",  # made past it, not declared
+])
+def test_a_program_beyond_the_reference_s_limits_is_judged_on_none(text):
+    """SPEC.md, "Limits": the limits are the reference's own, which the course's text does not
+    set; no expectation rests on them: the reference's rejection says so (reason "limit"),
+    and a check leaves such a program out, saying why, where one within them is sent."""
+    from gradient_conformance.conformance import running
+    want = running.Reading(text).outcome({}, build_only=True)
+    assert want.status == "rejected" and want.reason == "limit", want
+    assert "one of its own limits" in running.beyond_limits(want)
+    within = running.Reading("%a = buffer slot=0 dtype=f32 shape=[4]\n%b = load %a\n"
+                             "%x = add %b %b\n%y = add %x %b\n").outcome({}, build_only=True)
+    invalid = running.Reading("%x = add %b 1.0\n").outcome({}, build_only=True)
+    assert running.beyond_limits(within) == running.beyond_limits(invalid) == ""
+
+
+def test_no_program_the_suite_ships_or_draws_goes_beyond_a_limit():
+    """SPEC.md, "Limits": no case file is rejected for a limit, and the generators' bounds
+    stay within them (a drawn value's shape), so no check's expectation rests on a limit."""
+    from gradient_conformance.conformance import running
+    from gradient_conformance.generators import writer
+    from gradient_conformance.reference.graph import MAX_ELEMENTS
+    for path in sorted(CASES.rglob("*.ir")):
+        assert running.Reading(path.read_text()).outcome(
+            {}, build_only=True).reason != "limit", path
+    assert max(math.prod(shape) for shape in writer.SHAPES) <= MAX_ELEMENTS

@@ -186,6 +186,12 @@ def _signed_zero_literals_merged(op, dtype, shape, operands, attrs, scope, tag, 
     return scoped_key(op, dtype, shape, operands, attrs, scope, tag, origin)
 
 
+def _attributes_in_written_order(op, dtype, shape, operands, attrs, scope, tag, origin):
+    """Attributes keyed as a sequence, in the order written (a rule writes a reduce's as
+    `op=`, then `axis=`), where the spec keys them as a set."""
+    return (*scoped_key(op, dtype, shape, operands, attrs, scope, tag, origin), tuple(attrs))
+
+
 def _where_folded(key: Callable) -> Callable:
     """A key under which `where` of a literal condition is the operand it selects (when of
     the same shape): constant folding at build time, which makes the two one node."""
@@ -209,6 +215,12 @@ INTERNING = [
     Variant("gradient-nodes-apart", "keeps the nodes a gradient builds apart from the "
             "program's equal nodes", "Hash consing",
             _set(key=lambda *f: (*scoped_key(*f), f[-1]))),
+    Variant("attributes-in-written-order", "keys a node on its attributes in the order they "
+            "are written, so `reduce %x op=add axis=[0]` and `reduce %x axis=[0] op=add` are "
+            "two nodes (SPEC.md decides they are one)", "Operations",
+            _set(key=_attributes_in_written_order),
+            decision="**Decision:** attributes are stored in one canonical order, so "
+                     "`op=add axis=[0]` and `axis=[0] op=add` are the same node."),
     Variant("where-literal-folded", "folds a where whose condition is a literal into the "
             "value it selects: the two are one node", "Hash consing",
             lambda s: dataclasses.replace(s, key=_where_folded(s.key)), composes=True),
@@ -890,6 +902,73 @@ def _negative_range_runs_none(source: str) -> str:
     return _RANGE_COUNT.sub(lambda m: f"{m.group(1)}0", source)
 
 
+_NAME = re.compile(r"%[A-Za-z_][A-Za-z0-9_.]*")
+_DEFINES = re.compile(r"^\s*(%[A-Za-z_][A-Za-z0-9_.]*)\s*=\s*(\S+)")
+
+
+def _body_names_scoped(source: str) -> str:
+    """A name a range body defines (its counter apart) read as the body's own, from its line
+    to the body's `end`: renamed there (`%n` on line 7 to `%n.__body7`), so that it may
+    shadow an outer name and be written again after the body. Lines keep their numbers; a
+    function body, a namespace of its own already, is left as it is."""
+    frames: list[dict[str, str]] = []  # one per open range: its body's renames
+    in_def = False
+    lines = []
+    for number, line in enumerate(source.splitlines(), start=1):
+        code, hash_, comment = line.partition("#")
+        head = code.split()
+        defines = _DEFINES.match(code)
+        opens = defines is not None and defines.group(2) == "range"
+        if head[:1] == ["def"]:
+            in_def = True
+        elif in_def and head[:1] == ["end"] and len(head) > 1 and head[1].startswith("@"):
+            in_def = False
+        if in_def or not frames:
+            frames += [{}] if opens and not in_def else []
+            lines.append(line)
+            continue
+        renames = {k: v for frame in frames for k, v in frame.items()}
+        start = defines.end(1) if defines else 0
+        rest = _NAME.sub(lambda m, seen=renames: seen.get(m.group(0), m.group(0)),
+                         code[start:])
+        target = code[:start]
+        if head[:1] == ["end"]:
+            frames.pop()
+        elif opens:
+            frames.append({})
+        elif defines:
+            name = defines.group(1)
+            frames[-1][name] = f"{name}.__body{number}"
+            target = code[:defines.start(1)] + frames[-1][name]
+        lines.append(target + rest + hash_ + comment)
+    return "\n".join(lines) + "\n"
+
+
+def _function_names_global(source: str) -> str:
+    """The names of every function body and of the top level read as one namespace: a line
+    (a def's, for its parameters) that assigns a name another namespace assigned before it is
+    read as a line the reference rejects there (an op without its operands)."""
+    owner: dict[str, int] = {}  # name -> the namespace that assigned it first (0: top level)
+    space, count = 0, 0
+    lines = source.splitlines()
+    for number, line in enumerate(lines):
+        head = line.partition("#")[0].split()
+        if head[:1] == ["def"]:
+            count += 1
+            space = count
+            assigned = [t for t in head[2:] if t.startswith("%")]
+        elif head[:1] == ["end"] and head[1:2] and head[1].startswith("@"):
+            space = 0
+            continue
+        else:
+            defines = _DEFINES.match(line)
+            assigned = [defines.group(1)] if defines else []
+        clash = [n for n in assigned if owner.setdefault(n, space) != space]
+        if clash:
+            lines[number] = f"{clash[0]} = add"
+    return "\n".join(lines) + "\n"
+
+
 def _lowercase_exponent_only(source: str) -> str:
     """An f32 literal with a capital E read as its mantissa and a name (1E-3: 1 and E-3),
     which no statement takes."""
@@ -921,6 +1000,19 @@ TEXT = [
             "0 (SPEC.md decides that the count must be >= 0)", "Loops",
             _reads(_negative_range_runs_none), composes=True,
             decision="**Decision:** it must be ≥ 0, and 0 runs the body no times."),
+    Variant("body-names-scoped", "reads a range body's names as the body's own scope: a body "
+            "may define a name the outside has, and a later line may define one a body had "
+            "(SPEC.md decides each name is assigned once in the whole top level)", "Text form",
+            _reads(_body_names_scoped), composes=True,
+            decision="**Decision:** \"once\" holds across the whole top level, range bodies "
+                     "included: a body cannot reuse an outer name, and no later line can reuse a "
+                     "body's name."),
+    Variant("function-names-global", "reads the names of function bodies and of the top "
+            "level as one namespace, rejecting a name one of them repeats (SPEC.md decides "
+            "that a body has names of its own)", "Functions", _reads(_function_names_global),
+            composes=True,
+            decision="**Decision:** a body sees only its parameters and its own names, and its "
+                     "names may repeat top-level names."),
     Variant("lowercase-exponent-only", "reads only a lowercase e as an exponent (1E-3 is no "
             "literal)", "Text form", _reads(_lowercase_exponent_only), composes=True),
     Variant("single-spaces", "splits a line at every space, so that two spaces make an empty "
