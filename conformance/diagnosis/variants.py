@@ -22,6 +22,7 @@ written to wrap what it is given, `composes`).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -929,8 +930,7 @@ def _body_names_scoped(source: str) -> str:
             continue
         renames = {k: v for frame in frames for k, v in frame.items()}
         start = defines.end(1) if defines else 0
-        rest = _NAME.sub(lambda m, seen=renames: seen.get(m.group(0), m.group(0)),
-                         code[start:])
+        rest = _NAME.sub(functools.partial(_renamed, renames), code[start:])
         target = code[:start]
         if head[:1] == ["end"]:
             frames.pop()
@@ -942,6 +942,10 @@ def _body_names_scoped(source: str) -> str:
             target = code[:defines.start(1)] + frames[-1][name]
         lines.append(target + rest + hash_ + comment)
     return "\n".join(lines) + "\n"
+
+
+def _renamed(renames: dict[str, str], m: re.Match) -> str:
+    return renames.get(m.group(0), m.group(0))
 
 
 def _function_names_global(source: str) -> str:
