@@ -11,6 +11,7 @@ nodes know their lines. `save` writes the case file wherever the store is kept.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pathlib
 import shlex
@@ -193,12 +194,18 @@ def _inputs(slots, buffers) -> list[dict]:
 def save(d: Divergence, folder: pathlib.Path, impl_spec: str,
          base: pathlib.Path | None = None) -> pathlib.Path | None:
     """Write the divergence's case file into `folder`, and say in `d` where it is and how
-    to replay it (run from `base`). None for a divergence without a case."""
+    to replay it (run from `base`). None for a divergence without a case, or one that could
+    not be written (a folder the user may not write, a full disk): `d` says so, and the run
+    goes on."""
     if not d.case_text:
         return None
-    folder.mkdir(parents=True, exist_ok=True)
     path = folder / d.case_name
-    write_atomically(path, d.case_text)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        write_atomically(path, d.case_text)
+    except OSError as problem:
+        d.case_file = f"not saved ({shown(folder, base)}: {problem.strerror or problem})"
+        return None
     d.case_file = str(shown(path, base))
     d.replay = replay_command(path, impl_spec, base)
     return path
@@ -208,11 +215,15 @@ def write_atomically(path: pathlib.Path, text: str) -> None:
     """Written to a temporary name and renamed, so that a reader (or a run killed with
     SIGKILL) never sees half a file."""
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(temporary, "w") as stream:
-        stream.write(text)
-        stream.flush()
-        os.fsync(stream.fileno())
-    os.replace(temporary, path)
+    try:
+        with open(temporary, "w") as stream:
+            stream.write(text)
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.replace(temporary, path)
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
 
 
 def replay_command(case_file: pathlib.Path, impl_spec: str,

@@ -13,6 +13,7 @@ import os
 import pathlib
 import platform
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -91,7 +92,8 @@ def test_the_sandbox_keeps_files_and_secrets_out_of_reach(tmp_path):
     assert code == 0, output[-3000:]
     said = from_json(report.read_text())
     version = said.implementation["version"]
-    assert "could not write planted.txt: Read-only file system" in version
+    # The user's folder is not in the sandbox at all; the checks' folder is, read-only.
+    assert "could not write planted.txt: No such file or directory" in version
     assert "could not write conftest_planted.py: Read-only file system" in version
     assert "secret not given" in version and f"cwd {tmp_path}" not in version
     assert said.confinement.startswith("in a bubblewrap sandbox")
@@ -400,3 +402,123 @@ def test_a_flushing_process_gets_only_its_own_divergences():
                               "-q")
     assert status == 0, output[-6000:]
     assert " failed" not in output and "tape" in output, output[-6000:]
+
+
+def _escape_attempt(tmp_path, sandbox: str = "bwrap"):
+    """escapes.py run through one check, with a secret, a Unix socket served outside, and a
+    home of the user's to reach: (exit, output, what it said of itself, what the socket
+    heard)."""
+    import socket
+    secret = tmp_path / ".env"
+    secret.write_text("TOKEN=hunter2-secret\n")
+    secret.chmod(0o600)
+    home = tmp_path / "home"
+    (home / "project").mkdir(parents=True)
+    heard: list[bytes] = []
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(tmp_path / "tmux.sock"))
+    server.listen(1)
+    server.settimeout(0.2)
+    stop = threading.Event()
+
+    def serve():
+        while not stop.is_set():
+            try:
+                connection, _ = server.accept()
+            except OSError:
+                continue
+            with connection:
+                heard.append(connection.recv(64))
+    listener = threading.Thread(target=serve, daemon=True)
+    listener.start()
+    report = tmp_path / "r.json"
+    env = {**os.environ, "HOSTILE_TARGET": str(tmp_path), "HOSTILE_SECRET": str(secret),
+           "HOSTILE_SOCKET": str(tmp_path / "tmux.sock"), "HOSTILE_HOME": str(home)}
+    planted = ROOT / "conformance" / "checks" / "conftest_planted.py"
+    try:
+        code, output, _ = suite(
+            str(HERE / "escapes.py"), "-k", "exact_programs", "-q", "--max-examples=5",
+            "--no-shrink", f"--report-json={report}", f"--sandbox={sandbox}",
+            "--memory-limit=256M", *(f"--pass-env={n}" for n in (
+                "HOSTILE_TARGET", "HOSTILE_SECRET", "HOSTILE_SOCKET", "HOSTILE_HOME")),
+            env=env, cwd=tmp_path)
+        assert not planted.exists(), "a module was planted in the installed checks"
+    finally:
+        planted.unlink(missing_ok=True)
+        stop.set()
+        listener.join()
+        server.close()
+    said = from_json(report.read_text()).implementation["version"] if report.exists() else ""
+    return code, output, said, heard
+
+
+@needs_bwrap
+def test_the_sandbox_holds_as_root_and_as_anyone_from_every_side(tmp_path, figures):
+    """docs/isolation.md, "Isolation" (The sandbox): as root (CI's user) the implementation
+    runs as nobody with no capability, so it cannot remount / read-write; it sees only the
+    system, its interpreter and its own files, so no Unix socket outside, no file of the
+    user's, no secret, no home; its /dev/shm is a tmpfs of a quarter of its memory limit.
+    A wrong implementation that tries all of this still fails (exit 1), and nothing of the
+    user's is touched. Run as root by CI, and by tests/test_containment.py's setpriv test
+    as an unprivileged user."""
+    started = time.perf_counter()
+    code, output, said, heard = _escape_attempt(tmp_path)
+    figures(f"escapes as uid {os.geteuid()}: exit {code} in "
+            f"{time.perf_counter() - started:.1f} s; {said}")
+    assert code == 1, output[-3000:]
+    assert said.startswith("escaped: nothing | held: "), said
+    assert said.split(" | held: ")[1].split(", ") == [
+        "caps", "root", "remount", "write", "plant", "secret", "shadow", "socket", "home",
+        "shm"], said
+    assert heard == [] and not (tmp_path / "planted.txt").exists()
+    assert "hunter2" not in output and "hunter2" not in (tmp_path / "r.json").read_text()
+
+
+def _viewable_by_anyone(paths: list[str]) -> list[str]:
+    """bubblewrap arguments that let an unprivileged user reach `paths` (the interpreter's
+    installation, the checkout): each folder above them that others may not enter (root's
+    home, 0700) replaced by an empty tmpfs with the paths bound read-only into it."""
+    blocked: set[str] = set()
+    for path in paths:
+        parts = pathlib.Path(path).parents
+        for folder in reversed([str(p) for p in parts if str(p) != "/"]):
+            if not os.stat(folder).st_mode & 0o001:
+                blocked.add(folder)
+                break
+    outermost = sorted(b for b in blocked if not any(b.startswith(o + "/") for o in blocked))
+    arguments = [a for b in outermost for a in ("--perms", "0755", "--tmpfs", b)]
+    for path in paths:
+        for b in (b for b in outermost if path.startswith(b + "/")):
+            between = pathlib.Path(path).relative_to(b).parents
+            arguments += [a for p in reversed([str(pathlib.Path(b) / q) for q in between][:-1])
+                          for a in ("--perms", "0755", "--dir", p)]
+            arguments += ["--ro-bind", path, path]
+    return arguments
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.geteuid() != 0, reason="run as root (as CI is), it runs the battery "
+                    "as nobody; run as anyone else, the battery above is that user's run")
+@needs_bwrap
+def test_the_battery_holds_as_an_unprivileged_user_too(figures):
+    """docs/isolation.md, "Isolation": the containment tests and the hostile battery (the
+    first tier's), as root (this run) and as nobody (setpriv --reuid=65534 --regid=65534
+    --clear-groups): every test passes, none skipped, so the sandbox was made and held for
+    an unprivileged user too."""
+    if shutil.which("setpriv") is None:
+        pytest.fail("setpriv (util-linux) is missing: the unprivileged run cannot be made")
+    needed = sorted({os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, str(ROOT))})
+    started = time.perf_counter()
+    result = subprocess.run(
+        ["bwrap", "--dev-bind", "/", "/", *_viewable_by_anyone(needed), "--",
+         "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+         "env", "HOME=/tmp", sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+         "-n", "2", "-m", "not slow", "tests/test_containment.py", "tests/test_hostile.py"],
+        cwd=ROOT, capture_output=True, text=True, timeout=1800)
+    output = result.stdout + result.stderr
+    summary = output.strip().splitlines()[-1]
+    figures(f"containment and hostile battery as nobody: exit {result.returncode} in "
+            f"{time.perf_counter() - started:.0f} s: {summary}")
+    assert result.returncode == 0, output[-4000:]
+    assert "passed" in summary and "skipped" not in summary and "failed" not in summary, \
+        output[-4000:]

@@ -19,7 +19,12 @@ import numpy as np
 from gradient_conformance.conformance.outcome import Outcome
 from gradient_conformance.conformance.transports.answers import answered
 from gradient_conformance.conformance.transports.calling import LoadFailed, bounded
-from gradient_conformance.conformance.transports.confinement import Confinement, Ended
+from gradient_conformance.conformance.transports.confinement import (
+    Confinement,
+    Ended,
+    program_files,
+    python_reach,
+)
 from gradient_conformance.conformance.transports.jsonlines import (
     DTYPE_NAMES,
     decode_buffer,
@@ -80,7 +85,8 @@ class Command(Holding):
         return {"build": source, "program": program_json(source)}
 
     def _start(self) -> None:
-        self.child = Child(self.argv, cwd=self.cwd, confinement=self.confinement)
+        self.child = Child(self.argv, cwd=self.cwd, confinement=self.confinement,
+                           reach=[*python_reach(), *program_files(self.argv, self.cwd)])
         self.started += 1
 
     def _request(self, body: dict, *, limit: int, seconds: float | None = None) -> dict:

@@ -10,7 +10,10 @@ worker or a `cmd:` program) before that process runs a line of the implementatio
   working folder, removed when the process ends;
 - an environment built from an allow-list (`KEPT`) and the names the user passes on;
 - where Debian's bubblewrap is installed (`sandbox="auto"`, or `"bwrap"` to insist), a
-  sandbox: the whole filesystem read-only but that temporary folder, no network, its own
+  sandbox: only what the implementation needs, read-only (the system's programs and
+  libraries, the parts of /etc they read, the interpreter's installation and import path,
+  the implementation's own files, with the files their owner keeps to itself masked), its
+  temporary folders as small tmpfs, no network, its own user (never root, no capability) and
   PID namespace (so no process it starts outlives it, and it cannot see the suite's).
 
 Nothing here is trusted to the implementation: it cannot raise a limit it was given, and the
@@ -28,6 +31,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gradient_conformance.reference.exact import ROUNDING
@@ -75,23 +79,147 @@ def shown_size(size: int) -> str:
 
 
 def bwrap_usable() -> bool:
-    """Whether bubblewrap is installed and can make a sandbox here (a container may forbid
-    the namespaces it needs)."""
+    """Whether bubblewrap is installed and can make a sandbox here, as the suite makes it (a
+    container may forbid the namespaces it needs)."""
     program = shutil.which("bwrap")
     if program is None or not os.access(_BASH, os.X_OK):
         return False
     try:
-        return subprocess.run([program, *_SANDBOX, "--", "true"], capture_output=True,
-                              timeout=10).returncode == 0
+        return subprocess.run([program, *_sandbox(64 << 20), "--", _BASH, "-c", "true"],
+                              capture_output=True, timeout=10).returncode == 0
     except (OSError, subprocess.SubprocessError):
         return False
 
 
 _BASH = "/bin/bash"  # moves the channel into place inside the sandbox
-# The sandbox's filesystem and namespaces, the private folder bound after these.
-_SANDBOX = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/dev/shm",
+LAYERS = ("reference", "generators", "conformance", "reports", "implementations", "adapters")
+NOBODY = 65534  # the user (and group) the sandbox runs as when the suite runs as root
+# The system's programs and libraries: bound read-only (or, where a merged /usr makes them
+# links, made the same links).
+SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/sys")
+# What of /etc the loader, libc, Python and TLS read; never /etc/shadow and its kind.
+ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "timezone", "nsswitch.conf",
+       "passwd", "group", "hosts", "host.conf", "resolv.conf", "gai.conf", "ssl",
+       "ca-certificates", "ca-certificates.conf", "alternatives", "mime.types",
+       "locale.alias", "locale.conf", "os-release", "debian_version", "python3",
+       "fonts", "xdg")
+# Names of files that hold secrets, masked in the implementation's own folders whatever
+# their mode (besides every file there its owner keeps to itself).
+SECRET_NAMES = (".env", ".netrc", ".pypirc", ".npmrc", ".git-credentials", ".pgpass",
+                "credentials", "id_rsa", "id_ed25519", "id_ecdsa")
+
+
+def _sandbox(memory_limit: int) -> list[str]:
+    """The sandbox's namespaces and its writable places: tmpfs each at most a quarter of the
+    memory limit (what they hold is memory the data limit does not count), the root itself
+    read-only once the binds are made (the binds follow these)."""
+    tmpfs = str(max(memory_limit // 4, 16 << 20))
+    user = ["--uid", str(NOBODY), "--gid", str(NOBODY)] if os.geteuid() == 0 else []
+    return ["--unshare-user", *user, "--disable-userns", "--cap-drop", "ALL",
             "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
-            "--die-with-parent", "--new-session"]
+            "--unshare-cgroup-try", "--die-with-parent", "--new-session",
+            "--dev", "/dev", "--proc", "/proc",
+            "--size", tmpfs, "--tmpfs", "/tmp", "--size", tmpfs, "--tmpfs", "/dev/shm",
+            *_system_binds()]
+
+
+def _system_binds() -> list[str]:
+    binds: list[str] = []
+    for path in SYSTEM:
+        if os.path.islink(path):
+            binds += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            binds += ["--ro-bind", path, path]
+    for name in ETC:
+        binds += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
+    return binds
+
+
+def python_reach() -> list[str]:
+    """What a Python worker needs to read: the interpreter's installation (the environment's
+    and the one it was made from), its import path, and this package wherever it is
+    installed (an editable install points outside site-packages)."""
+    import importlib.util
+
+    import gradient_conformance
+    package = os.path.dirname(os.path.abspath(gradient_conformance.__file__))
+    # Not the current folder, which `python -m` puts on the path: the user's, reached only
+    # where the implementation is a module looked up there (own_files).
+    here = os.path.realpath(os.getcwd())
+    found = [sys.prefix, sys.base_prefix, sys.exec_prefix,
+             os.path.dirname(os.path.realpath(sys.executable)), package,
+             *(p for p in sys.path if p and os.path.realpath(p) != here)]
+    # An editable install maps each layer (reference/, conformance/, ...) to a folder of the
+    # checkout, and links the data it ships there.
+    with contextlib.suppress(OSError):
+        found += [os.path.realpath(e.path) for e in os.scandir(package) if e.is_symlink()]
+    for layer in LAYERS:
+        with contextlib.suppress(ImportError, ValueError):
+            spec = importlib.util.find_spec(f"gradient_conformance.{layer}")
+            found += list(spec.submodule_search_locations or []) if spec else []
+    return found
+
+
+def own_files(spec: str, base: str) -> list[str]:
+    """What a Python implementation named `spec` (from `base`) is made of: a `.py` file's
+    folder (importable beside it), or for a module name `base`, where it is looked up first;
+    nothing for the suite's own oracle and its variants."""
+    if spec == "reference" or spec.startswith("variant:"):
+        return []
+    if spec.endswith(".py"):
+        return [os.path.dirname(os.path.realpath(os.path.join(base, spec)))]
+    return [base]
+
+
+def program_files(argv: list[str], cwd: str | None) -> list[str]:
+    """What a `cmd:` program is made of: each word of its command line that names a file or
+    a folder (a file's folder; a program in a `bin` folder, the installation around it) and
+    the program the first word finds on PATH."""
+    found = []
+    words = [*argv, *([shutil.which(argv[0]) or ""] if argv else [])]
+    for word in words:
+        path = os.path.realpath(os.path.join(cwd or os.getcwd(), word)) if word else ""
+        if not word or not os.path.exists(path):
+            continue
+        folder = path if os.path.isdir(path) else os.path.dirname(path)
+        found.append(os.path.dirname(folder) if os.path.basename(folder) == "bin" else folder)
+    return found
+
+
+def _own_binds(reach: list[str], folder: str) -> list[str]:
+    """Read-only binds of the paths in `reach` that exist (each once, outermost first; none
+    inside the private folder, nor / itself), each folder's top-level files that hold secrets
+    masked: those their owner keeps to itself (no read for others) and those named as secrets
+    are (`SECRET_NAMES`)."""
+    paths = sorted({os.path.realpath(p) for p in reach if p and os.path.exists(p)},
+                   key=lambda p: (p.count(os.sep), p))
+    kept: list[str] = []
+    inside = [*(p for p in SYSTEM if not os.path.islink(p)), folder]  # bound otherwise
+    for path in paths:
+        if path != os.sep and not any(path == k or path.startswith(k + os.sep)
+                                      for k in (*inside, *kept)):
+            kept.append(path)
+    binds: list[str] = []
+    for path in kept:
+        binds += ["--ro-bind", path, path]
+        if os.path.isdir(path):
+            binds += [a for name in _secrets(path)
+                      for a in ("--ro-bind", "/dev/null", os.path.join(path, name))]
+    return binds
+
+
+def _secrets(folder: str) -> list[str]:
+    """The files directly in `folder` that hold secrets: named so, or kept from others."""
+    found = []
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(folder):
+            with contextlib.suppress(OSError):
+                if not entry.is_file(follow_symlinks=False):
+                    continue
+                if entry.name in SECRET_NAMES or entry.name.startswith(".env") or \
+                        not entry.stat(follow_symlinks=False).st_mode & 0o004:
+                    found.append(entry.name)
+    return found
 
 
 @dataclass(frozen=True)
@@ -120,8 +248,9 @@ class Confinement:
 
     def words(self) -> str:
         """What holds, for the report."""
-        held = ("in a bubblewrap sandbox (read-only filesystem, no network, its own PID "
-                "namespace)" if self.sandbox == "bwrap" else "with no sandbox")
+        held = ("in a bubblewrap sandbox (only the system, its interpreter and its own files, "
+                "read-only; no network; its own user and PID namespace)"
+                if self.sandbox == "bwrap" else "with no sandbox")
         return (f"{held}, memory limited to {shown_size(self.memory_limit)}, environment "
                 f"scrubbed" + (f" (passed on: {', '.join(self.pass_env)})" if self.pass_env
                                else ""))
@@ -135,16 +264,20 @@ class Confinement:
                 ROUNDING: "rational", "MPMATH_NOGMPY": "1"}
 
     def command(self, argv: list[str], folder: str, cwd: str,
-                channel: tuple[int, int] = (0, 1)) -> list[str]:
+                channel: tuple[int, int] = (0, 1), reach: Sequence[str] = ()) -> list[str]:
         """`argv` as started under this confinement (the sandbox's own arguments first), in
-        `cwd`; in a sandbox, the `channel` descriptors are made its stdin and stdout."""
+        `cwd`; in a sandbox, the `channel` descriptors are made its stdin and stdout, and it
+        reads only the system, the paths in `reach` (the implementation's own files, its
+        interpreter; `cwd` among them) and its private folder, a tmpfs."""
         if self.sandbox != "bwrap":
             return argv
         program = shutil.which("bwrap") or "bwrap"
         into, out = channel
         # bash, not sh: Debian's sh cannot redirect a descriptor above 9.
         move = f'exec 0<&{into} 1>&{out} {into}<&- {out}>&-; exec "$@"'
-        return [program, *_SANDBOX, "--bind", folder, folder, "--chdir", cwd, "--",
+        size = str(max(self.memory_limit // 4, 16 << 20))
+        return [program, *_sandbox(self.memory_limit), *_own_binds(list(reach), folder),
+                "--size", size, "--tmpfs", folder, "--remount-ro", "/", "--chdir", cwd, "--",
                 _BASH, "-c", move, "bash", *argv]
 
     def limit(self) -> None:

@@ -11,6 +11,7 @@ in its environment, so a server that daemonizes leaves nothing running.
 from __future__ import annotations
 
 import collections
+import collections.abc
 import contextlib
 import ctypes
 import functools
@@ -68,9 +69,12 @@ class Child:
     output tail. Not thread-safe."""
 
     def __init__(self, argv: list[str], *, cwd: str | None = None, env: dict | None = None,
-                 confinement: Confinement | None = None, own_folder: bool = False):
+                 confinement: Confinement | None = None, own_folder: bool = False,
+                 reach: collections.abc.Sequence[str] = ()):
         """`confinement`: the limits, environment and sandbox it starts under (docs/isolation.md,
-        "Isolation"); with `own_folder`, its working folder is its private one, not `cwd`."""
+        "Isolation"); with `own_folder`, its working folder is its private one, not `cwd`;
+        `reach`: what it reads in a sandbox besides the system (its interpreter, its own
+        files; its working folder too)."""
         self.token = secrets.token_hex(8)
         self.confinement = confinement
         self.sandboxed = confinement is not None and confinement.sandbox == "bwrap"
@@ -82,7 +86,8 @@ class Child:
         if confinement is not None and self.folder is not None:
             environment = confinement.environment(self.folder)
             cwd = self.folder if own_folder else (cwd or os.getcwd())
-            argv = confinement.command(argv, self.folder, cwd, channel=theirs[:2])
+            argv = confinement.command(argv, self.folder, cwd, channel=theirs[:2],
+                                       reach=[*reach, *([] if own_folder else [cwd])])
             become_subreaper()
         else:
             environment = dict(os.environ if env is None else env)

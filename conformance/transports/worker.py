@@ -14,7 +14,12 @@ from gradient_conformance.conformance.outcome import Outcome
 from gradient_conformance.conformance.transports import calling, worker_process
 from gradient_conformance.conformance.transports.answers import answered, derivatives
 from gradient_conformance.conformance.transports.calling import LoadFailed
-from gradient_conformance.conformance.transports.confinement import Confinement, Ended
+from gradient_conformance.conformance.transports.confinement import (
+    Confinement,
+    Ended,
+    own_files,
+    python_reach,
+)
 from gradient_conformance.conformance.transports.process import Child, ChildFailed, Holding
 
 WORKER_PROCESS = "gradient_conformance.conformance.transports.worker_process"
@@ -43,7 +48,8 @@ class Worker(Holding):
     def start(self) -> dict:
         """Start the worker and load the module: what it said of itself, or LoadFailed."""
         self.child = Child([sys.executable, "-m", WORKER_PROCESS], cwd=self.base,
-                           confinement=self.confinement, own_folder=True)
+                           confinement=self.confinement, own_folder=True,
+                           reach=[*python_reach(), *own_files(self.spec, self.base)])
         self.started += 1
         request = {"op": "hello", "spec": self.spec, "base": self.base,
                    "path": [p for p in sys.path if p]}
