@@ -522,3 +522,45 @@ def test_the_battery_holds_as_an_unprivileged_user_too(figures):
     assert result.returncode == 0, output[-4000:]
     assert "passed" in summary and "skipped" not in summary and "failed" not in summary, \
         output[-4000:]
+
+
+def test_a_fuzz_run_that_compared_nothing_is_no_verdict(tmp_path):
+    """docs/fuzzing.md, "Fuzzing": with an import that outlasts --minutes, no session runs a
+    case; the run exits 1, says "no verdict" and why, and its report never says that every
+    check agreed."""
+    out = tmp_path / "out"
+    env = {**os.environ, "HOSTILE_SLOW_IMPORT": "1", "HOSTILE_IMPORT_SECONDS": "30"}
+    result = subprocess.run(
+        [sys.executable, "-m", "gradient_conformance", "fuzz",
+         f"--impl={HERE / 'imports_slowly.py'}", "--minutes", "0.25", "--out", str(out),
+         "--check", "test_gradients_bit_for_bit", "--pass-env=HOSTILE_SLOW_IMPORT",
+         "--pass-env=HOSTILE_IMPORT_SECONDS"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env)
+    output = result.stdout + result.stderr
+    assert result.returncode == 1, output[-3000:]
+    assert "no verdict: no check ran a case in " in output, output[-3000:]
+    page = (out / "report.html").read_text()
+    assert "every check agreed" not in page and "no check ran a case" in page
+
+
+def test_a_progress_with_no_case_or_a_failed_session_is_no_verdict(tmp_path):
+    progress = fuzzing.Progress(tmp_path, "reference", "1 process")
+    assert progress.unfinished().startswith("no check ran a case in ")
+    progress.take((0, "record", {"check": "test_x", "outcome": "passed", "cases": 3,
+                                 "ops": {}}))
+    assert progress.unfinished() == ""
+    progress.take((0, "done", 3))  # pytest's internal error in a session
+    assert "1 fuzzing session failed or ended with an error" in progress.unfinished()
+    assert progress.report().interrupted == progress.unfinished()
+
+
+def test_a_database_key_gives_at_most_its_share_of_values(tmp_path):
+    """A store filled with many values just under the size cut: only VALUES_PER_KEY of a
+    key are read, the rest counted as left out."""
+    from hypothesis.database import DirectoryBasedExampleDatabase
+    inner = DirectoryBasedExampleDatabase(str(tmp_path))
+    for k in range(fuzz_workers.VALUES_PER_KEY + 40):
+        inner.save(b"key", k.to_bytes(4, "big") + b"\x00" * 100)
+    database = fuzz_workers.bounded(inner)
+    assert len(list(database.fetch(b"key"))) == fuzz_workers.VALUES_PER_KEY
+    assert database.skipped == 40

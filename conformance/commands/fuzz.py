@@ -192,6 +192,21 @@ class Progress:
             save(d, folder, self.spec)
             save_divergence(d, folder)
 
+    def unfinished(self) -> str:
+        """Why this run is no verdict, though nobody stopped it ("" when it is one): it ran
+        no case at all, or a session failed or ended with an error."""
+        total = sum(self.totals.cases.values())
+        why = []
+        if not total:
+            why.append(f"no check ran a case in {time.monotonic() - self.clock:.0f} s, so "
+                       "nothing was compared (a session that took the whole time to start, "
+                       "or every draw left out)")
+        failed = len(self.failures) + sum(code not in (0, 1, 5) for code in self.exits)
+        if failed:
+            why.append(f"{failed} fuzzing session{'s' if failed > 1 else ''} failed or ended "
+                       "with an error (said above), so the checks ran only so far")
+        return "; ".join(why)
+
     def idle(self) -> list[str]:
         """A warning for each check the sessions were to run that ran no case and was not
         skipped: a fuzz run whose check found nothing because it ran nothing must not read as a
@@ -295,7 +310,7 @@ class Progress:
                       divergences=shown, notes=notes, changes=changes or {},
                       interrupted=(f"interrupted (Ctrl-C) after {elapsed:.0f} s of the "
                                    "minutes asked for: the checks ran only so far"
-                                   if self.interrupted else ""))
+                                   if self.interrupted else self.unfinished()))
 
 
 def fuzz(spec: str, *, minutes: float, jobs: int = 1, out: pathlib.Path,
@@ -392,6 +407,8 @@ def _end(progress: Progress, out: pathlib.Path, report: pathlib.Path | None, tim
             print(f"  {line}", file=log, flush=True)
     for problem in [*progress.idle(), *progress.problems]:
         print(problem, file=log, flush=True)
+    if not progress.interrupted and progress.unfinished():
+        print(f"no verdict: {progress.unfinished()}", file=log, flush=True)
     earlier = _history_text(out)
     changes = progress.changes(_runs(earlier))
     if changes:
@@ -537,7 +554,9 @@ def run(args) -> int:
                     contained=contained(args))
     if progress.interrupted:
         return 2  # as pytest's own exit status for an interrupted run
-    return 1 if progress.best else 0
+    # docs/fuzzing.md, "Fuzzing": a run that compared nothing, or whose sessions did not end
+    # as they should, is no verdict, and never exits 0.
+    return 1 if progress.best or progress.unfinished() else 0
 
 
 def contained(args) -> tuple[str, ...]:
