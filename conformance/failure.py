@@ -114,7 +114,7 @@ class FailureStage:
         key = same(test_id, finding)
         before = self.seen.get(key)
         original = finding.case.text
-        reduction = None
+        reduction, reduced = None, 0.0
         if self.shrink:
             if before is not None:
                 reduction = Reduction(finding, reason="a divergence of this signature was "
@@ -125,11 +125,13 @@ class FailureStage:
                 reduction = reduce_finding(
                     finding, impl, deadline=self.budget.deadline(),
                     known=(lambda f: known.explains_finding(check, f)) if known else None)
-                self.budget.spent += time.monotonic() - started
+                reduced = time.monotonic() - started
+                self.budget.spent += reduced
                 finding = reduction.finding
         d = divergence.describe(check, test_id, finding)
         if reduction is not None:
             d.reduction = divergence.visible(reduction.line())
+            d.reduce_seconds = round(reduced, 3)
             if reduction.after < reduction.before:
                 d.original = divergence.visible(original)
         if before is not None:

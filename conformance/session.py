@@ -265,19 +265,16 @@ class Run:
         if worker_id(self.config) is not None or self.totals is None:
             return
         from gradient_conformance.reports.records import counted
-        from gradient_conformance.reports.terminal import compared_lines, figures_lines
+        from gradient_conformance.reports.terminal import (
+            compared_lines,
+            failure_stage_lines,
+            figures_lines,
+        )
         lines = figures_lines(self.totals.figures)
         lines += compared_lines(self.totals.compared, self.totals.left_out)
-        explained = [d.diagnosis.get("seconds", 0.0) + d.location.get("seconds", 0.0)
-                     for d in self.totals.divergences if "tried" in d.diagnosis]
-        if explained:
-            run = time.monotonic() - self.clock
-            probes = sum(d.location.get("runs", 0) for d in self.totals.divergences)
-            lines.append(f"explanation: {counted(len(explained), 'divergence')} re-run "
-                         "under the catalogue's variants and probed "
-                         f"({counted(probes, 'run')} of the implementation) in "
-                         f"{sum(explained):.1f} s, "
-                         f"{100 * sum(explained) / run:.1f}% of the run's {run:.0f} s")
+        if self.stage is not None:
+            lines += failure_stage_lines(self.totals.divergences, time.monotonic() - self.clock,
+                                         self.stage.budget.seconds)
         if any(self.totals.ended):
             lines.append(f"contained: {self.confinement_words()}")
         if self.impl is not None and self.impl.restarts:

@@ -87,6 +87,7 @@ class Divergence:
     # statements, the program as the check found it.
     reduction: str = ""
     original: str = ""
+    reduce_seconds: float = 0.0  # what reducing it cost (its explanation's: in diagnosis, location)
     # The case file that replays it, as text, and the name it is saved under (its content's
     # hash): whoever keeps the store writes it (conformance/divergence.py, `save`).
     case_text: str = ""

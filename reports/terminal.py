@@ -110,6 +110,25 @@ def _share(used: float) -> str:
 WRITERS = {"derivative": _derivative}
 
 
+def failure_stage_lines(divergences: list[Divergence], run: float, budget: float) -> list[str]:
+    """What reducing and explaining the run's divergences cost, together and each, against
+    the run's time and their one budget (docs/diagnosis.md, "The failure stage")."""
+    from gradient_conformance.reports.records import counted
+    reduced = [d.reduce_seconds for d in divergences if d.reduction.startswith("reduced: from")]
+    explained = [d.diagnosis.get("seconds", 0.0) + d.location.get("seconds", 0.0)
+                 for d in divergences if "tried" in d.diagnosis]
+    if not reduced and not explained:
+        return []
+    probes = sum(d.location.get("runs", 0) for d in divergences)
+    both = sum(reduced) + sum(explained)
+    return [f"reduction and explanation: {counted(len(reduced), 'divergence')} reduced in "
+            f"{sum(reduced):.1f} s; {counted(len(explained), 'divergence')} re-run under the "
+            f"catalogue's variants, confirmed and probed ({counted(probes, 'run')} of the "
+            f"implementation) in {sum(explained):.1f} s; together {both:.1f} s, "
+            f"{100 * both / max(run, 1e-9):.1f}% of the run's {run:.0f} s (their budget: "
+            f"{budget:.0f} s)"]
+
+
 def compared_lines(compared: dict[str, dict[str, int]],
                    left_out: dict[str, dict[str, int]]) -> list[str]:
     """What the checks compared, in all and per check (docs/suite.md, "What a pass

@@ -121,8 +121,25 @@ def test_a_fault_outside_the_catalogue_gets_no_name(tmp_path):
         assert not d["diagnosis"]["pairs"], d["diagnosis_line"]
         assert "no known variant" in d["diagnosis_line"]
     assert "diagnosis: no known variant reproduces these results" in output
-    assert f"explanation: {counted(len(divergences), 'divergence')} re-run under the " \
-        "catalogue's variants and probed" in output
+    assert f"; {counted(len(divergences), 'divergence')} re-run under the catalogue's " \
+        "variants, confirmed and probed" in output and "reduction and explanation: " in output
+
+
+def test_the_failure_stage_s_figure_counts_reduction_with_explanation():
+    """docs/diagnosis.md, "The failure stage": one budget covers reducing and explaining, so
+    the figure counts both (before, a run whose reducer took 73 of its 79 s said
+    explanation was "0.0%" of it)."""
+    from gradient_conformance.reports.records import Divergence
+    from gradient_conformance.reports.terminal import failure_stage_lines
+    d = Divergence("test_x", "test_x", "differs", reduction="reduced: from 9 statements to 3 "
+                   "(...)", reduce_seconds=73.0, diagnosis={"tried": 76, "seconds": 0.5},
+                   location={"seconds": 0.3, "runs": 2})
+    [line] = failure_stage_lines([d], 79.0, 600.0)
+    assert line == ("reduction and explanation: 1 divergence reduced in 73.0 s; 1 divergence "
+                    "re-run under the catalogue's variants, confirmed and probed (2 runs of "
+                    "the implementation) in 0.8 s; together 73.8 s, 93.4% of the run's 79 s "
+                    "(their budget: 600 s)")
+    assert failure_stage_lines([Divergence("test_x", "test_x", "differs")], 79.0, 600.0) == []
 
 
 def test_the_matrix_says_what_each_system_does_from_its_diagnoses():
