@@ -564,3 +564,33 @@ def test_a_database_key_gives_at_most_its_share_of_values(tmp_path):
     database = fuzz_workers.bounded(inner)
     assert len(list(database.fetch(b"key"))) == fuzz_workers.VALUES_PER_KEY
     assert database.skipped == 40
+
+
+@needs_bwrap
+def test_replay_and_fuzz_start_the_implementation_as_they_are_told():
+    """docs/isolation.md, "Isolation": every command that starts the implementation takes
+    --memory-limit, --sandbox and --pass-env. tells_its_confinement.py diverges only when
+    it runs under all three as given; `replay` with them diverges (exit 1), without them
+    agrees (exit 0). fuzz's first load and its rechecks use the same containment."""
+    from gradient_conformance.conformance.commands import fuzz as fuzz_command
+    from gradient_conformance.conformance.commands import replay as replay_command
+    impl = str(ROOT / "tests" / "impls" / "tells_its_confinement.py")
+    case = str(ROOT / "cases" / "gradient" / "op_form_recip.ir")
+    env = {**os.environ, "CONFINEMENT_MARK": "1", "CONFINEMENT_LIMIT": str(300 << 20)}
+    told = ["--sandbox=bwrap", "--memory-limit=300M", "--pass-env=CONFINEMENT_MARK",
+            "--pass-env=CONFINEMENT_LIMIT"]
+    for options, status in ((told, 1), ([], 0)):
+        result = subprocess.run([sys.executable, "-m", "gradient_conformance", "replay", case,
+                                 f"--impl={impl}", *options], capture_output=True, text=True,
+                                env=env, timeout=300)
+        assert result.returncode == status, (options, result.stdout[-2000:], result.stderr)
+    import argparse
+    for command in (fuzz_command, replay_command):
+        parser = argparse.ArgumentParser()
+        command.add_parser(parser.add_subparsers())
+        name = "fuzz" if command is fuzz_command else "replay"
+        args = parser.parse_args([name, *(["case"] if name == "replay" else ["--minutes=1"]),
+                                  f"--impl={impl}", *told])
+        confinement = fuzz_command.confinement_of(args)
+        assert (confinement.memory_limit, confinement.sandbox, confinement.pass_env) == (
+            300 << 20, "bwrap", ("CONFINEMENT_MARK", "CONFINEMENT_LIMIT")), name

@@ -38,7 +38,11 @@ from gradient_conformance.conformance.commands.fuzz_workers import (
     on_cluster,
     open_database,
 )
-from gradient_conformance.conformance.commands.suite import load_implementation, suite_arguments
+from gradient_conformance.conformance.commands.suite import (
+    confinement_of,
+    load_implementation,
+    suite_arguments,
+)
 from gradient_conformance.conformance.divergence import save, write_atomically
 from gradient_conformance.conformance.options import add_containment
 from gradient_conformance.conformance.totals import Totals
@@ -150,6 +154,7 @@ class Progress:
         self.fresh: list[Divergence] = []  # signatures first seen in this run, not yet said
         self.exits: list[int] = []
         self.failures: list[str] = []
+        self.confinement = None  # how the implementation is contained when fuzz loads it
 
     def take(self, message) -> None:
         sender, kind, *body = message
@@ -318,7 +323,7 @@ def fuzz(spec: str, *, minutes: float, jobs: int = 1, out: pathlib.Path,
          checks: list[str] | None = None, batch: int = 50, rounds: int | None = None,
          timeout: float = 20.0, paths: tuple[str, ...] = (), scheduler: str | None = None,
          contained: tuple[str, ...] = (), task_seconds: float = 60.0,
-         tasks: int | None = None, log=sys.stderr) -> Progress:
+         tasks: int | None = None, log=sys.stderr, confinement=None) -> Progress:
     """Fuzz `spec` for `minutes` in `jobs` processes, or as tasks of `task_seconds` on the
     Dask cluster at `scheduler` (`tasks` of them at most), with the installed checks and
     those in `paths`; write the
@@ -341,6 +346,7 @@ def fuzz(spec: str, *, minutes: float, jobs: int = 1, out: pathlib.Path,
     # Named the same however it was given, so that runs from elsewhere compare in the history.
     progress = Progress(out, _absolute(spec) or spec, f"tasks on the Dask cluster at {scheduler}"
                         if scheduler else f"{jobs} process{'es' if jobs > 1 else ''}")
+    progress.confinement = confinement  # what the rechecks at the end load it under
     shown = time.monotonic()
 
     def take(message) -> None:
@@ -446,7 +452,7 @@ def _rechecked(changes: dict, progress: Progress, timeout: float) -> dict:
             if path is None or not path.is_file():
                 unseen.append(text)
                 continue
-            impl = impl or load_implementation(progress.spec, timeout)
+            impl = impl or load_implementation(progress.spec, timeout, progress.confinement)
             agrees, _ = replay(impl, str(path))
             (fixed if agrees else still).append(text)
     except (OSError, ValueError):
@@ -543,7 +549,7 @@ def run(args) -> int:
             raise ValueError("--scheduler needs Dask's distributed package: pip install "
                              "'gradient-conformance[cluster]'") from None
     # A usage error now, rather than in every worker.
-    load_implementation(args.impl, args.case_timeout).close()
+    load_implementation(args.impl, args.case_timeout, confinement_of(args)).close()
     out = pathlib.Path(args.out)
     report = pathlib.Path(args.report) if args.report else out / "report.html"
     progress = fuzz(args.impl, minutes=args.minutes, jobs=args.jobs or 1, out=out,
@@ -551,7 +557,7 @@ def run(args) -> int:
                     batch=args.batch, rounds=args.rounds, timeout=args.case_timeout,
                     paths=tuple(args.paths), scheduler=args.scheduler,
                     task_seconds=args.task_seconds, tasks=args.tasks,
-                    contained=contained(args))
+                    contained=contained(args), confinement=confinement_of(args))
     if progress.interrupted:
         return 2  # as pytest's own exit status for an interrupted run
     # docs/fuzzing.md, "Fuzzing": a run that compared nothing, or whose sessions did not end

@@ -11,7 +11,8 @@ import pathlib
 
 import numpy as np
 
-from gradient_conformance.conformance.commands.suite import load_implementation
+from gradient_conformance.conformance.commands.suite import confinement_of, load_implementation
+from gradient_conformance.conformance.options import add_containment
 from gradient_conformance.conformance.outcome import Outcome, compare
 from gradient_conformance.conformance.running import (
     STATUS,
@@ -255,10 +256,11 @@ def add_parser(commands) -> None:
     parser.add_argument("--diagnose", action="store_true", help="when it diverges, name the "
                         "variant of the spec that gives the same")
     parser.add_argument("--case-timeout", type=float, default=20.0)
+    add_containment(parser.add_argument, "--")
 
 
 def run(args) -> int:
-    impl = load_implementation(args.impl, args.case_timeout)
+    impl = load_implementation(args.impl, args.case_timeout, confinement_of(args))
     try:
         agrees, text = replay(impl, args.case, trace=args.trace, diagnose=args.diagnose)
     finally:

@@ -277,11 +277,25 @@ def in_subprocess(argv: list[str], *, report_json: pathlib.Path | None = None, e
     return done
 
 
-def load_implementation(spec: str, timeout: float):
-    """The implementation --impl names, or ValueError (a usage error) saying why not."""
+def confinement_of(args, sharing: int = 1):
+    """The containment a command's options ask for (options.add_containment's, docs/
+    isolation.md, "Isolation"), for a command that starts the implementation itself; the
+    default memory limit shared among `sharing` processes."""
+    from gradient_conformance.conformance.transports.confinement import (
+        Confinement,
+        default_memory_limit,
+    )
+    return Confinement(args.memory_limit or default_memory_limit(sharing), args.sandbox,
+                       tuple(args.pass_env))
+
+
+def load_implementation(spec: str, timeout: float, confinement=None):
+    """The implementation --impl names, contained as `confinement` says (from
+    `confinement_of`; by default the suite's default), or ValueError (a usage error) saying
+    why not."""
     from gradient_conformance.conformance.transports.loading import LoadFailed, load
     try:
-        return load(spec, timeout=timeout)
+        return load(spec, timeout=timeout, confinement=confinement)
     except LoadFailed as problem:
         raise ValueError(f"--impl={spec}: could not load it: {problem}") from None
 
