@@ -79,7 +79,8 @@ def read_entries(path: str | None, base: pathlib.Path) -> list[Entry]:
         return []
     file = base / path
     try:
-        lines = file.read_text().splitlines()
+        from gradient_conformance.reference.cases import read_file
+        lines = read_file(file).splitlines()
     except (OSError, UnicodeDecodeError) as problem:
         raise pytest.UsageError(f"could not read {path}: "
                                 f"{getattr(problem, 'strerror', None) or problem}") from None

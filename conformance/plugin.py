@@ -100,7 +100,8 @@ def _known(path: str | None, base: pathlib.Path) -> Known | None:
         return None
     from gradient_conformance.conformance.known import Known, parse_known
     try:
-        return Known(parse_known((base / path).read_text(), path))
+        from gradient_conformance.reference.cases import read_file
+        return Known(parse_known(read_file(base / path), path))
     except (OSError, UnicodeDecodeError) as problem:
         raise pytest.UsageError(f"--known {path}: could not read it: "
                                 f"{getattr(problem, 'strerror', None) or problem}") from None

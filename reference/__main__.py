@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import pathlib
 import sys
 
 import numpy as np
@@ -58,7 +57,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _source(path: str) -> str:
-    return pathlib.Path(path).read_text()
+    from .cases import read_file
+    return read_file(path)
 
 
 def _run(args) -> int:

@@ -14,9 +14,12 @@ The format is the one of ../shared/spec/examples, extended by an error kind and 
 
 from __future__ import annotations
 
+import errno
 import math
+import os
 import pathlib
 import re
+import stat
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -88,9 +91,31 @@ def slots_of(statements) -> dict[int, tuple[str, tuple[int, ...]]]:
     return slots
 
 
+FILE_BYTES = 256 << 20  # the most the suite reads of a file a user names (a case, a list)
+
+
+def read_file(path: str | pathlib.Path, limit: int = FILE_BYTES) -> str:
+    """The text of a regular file a user named, at most `limit` bytes: OSError (with a
+    strerror saying what is wrong) for anything else, so that a link to /dev/zero or to a
+    FIFO is an error, never a read without end or a wait for a writer; UnicodeDecodeError
+    for text that is not UTF-8. Links to a regular file are followed."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file (a device, a FIFO or a folder)")
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "rb", closefd=False) as stream:
+            data = stream.read(limit + 1)
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        raise OSError(errno.EFBIG, f"larger than {limit >> 20} MiB, more than the suite reads")
+    return data.decode("utf-8")
+
+
 def load_case(path: str | pathlib.Path) -> Case:
     path = pathlib.Path(path)
-    return parse_case(path.read_text(), path.name)
+    return parse_case(read_file(path), path.name)
 
 
 def parse_case(source: str, name: str = "<case>") -> Case:

@@ -594,3 +594,41 @@ def test_replay_and_fuzz_start_the_implementation_as_they_are_told():
         confinement = fuzz_command.confinement_of(args)
         assert (confinement.memory_limit, confinement.sandbox, confinement.pass_env) == (
             300 << 20, "bwrap", ("CONFINEMENT_MARK", "CONFINEMENT_LIMIT")), name
+
+
+@pytest.mark.parametrize("target", ["zero", "fifo"])
+def test_files_a_user_names_are_read_only_if_regular_and_bounded(target, tmp_path):
+    """docs/isolation.md, "Isolation": --known, --xfails-file and replay's case, as a link to
+    /dev/zero or as a FIFO nobody writes: a usage error naming the file, at once (before,
+    INTERNALERROR> MemoryError, or a wait without end)."""
+    case = str(ROOT / "cases" / "gradient" / "op_form_recip.ir")
+    for name in ("known.txt", "xfails.txt", "case.ir", "tape.json"):
+        path = tmp_path / name
+        if target == "zero":
+            path.symlink_to("/dev/zero")
+        else:
+            os.mkfifo(path)
+    runs = [
+        ["--impl=reference", f"--known={tmp_path / 'known.txt'}", "-k", "op_form_recip"],
+        ["--impl=reference", f"--xfails-file={tmp_path / 'xfails.txt'}", "-k", "recip"],
+        ["replay", str(tmp_path / "case.ir"), "--impl=reference"],
+        ["replay", str(tmp_path / "tape.json"), "--impl=reference"],
+    ]
+    for arguments in runs:
+        result = subprocess.run([sys.executable, "-m", "gradient_conformance", *arguments,
+                                 "-p", "no:cacheprovider"] if arguments[0] != "replay" else
+                                [sys.executable, "-m", "gradient_conformance", *arguments],
+                                capture_output=True, text=True, timeout=120, cwd=tmp_path)
+        output = result.stdout + result.stderr
+        assert result.returncode == 2, (arguments, output[-2000:])
+        assert "not a regular file" in output and "Traceback" not in output, output[-2000:]
+    # A regular case file still replays, and one past the cap is refused, saying so.
+    result = subprocess.run([sys.executable, "-m", "gradient_conformance", "replay", case,
+                             "--impl=reference"], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr
+    from gradient_conformance.reference.cases import read_file
+    big = tmp_path / "big.ir"
+    big.write_text("#" * 2000)
+    with pytest.raises(OSError, match="larger than 0 MiB"):
+        read_file(big, limit=1000)
+    assert read_file(big, limit=2000) == "#" * 2000

@@ -7,8 +7,6 @@ divergence replays without the reference, and so does an exported vector.
 
 from __future__ import annotations
 
-import pathlib
-
 import numpy as np
 
 from gradient_conformance.conformance.commands.suite import confinement_of, load_implementation
@@ -212,7 +210,7 @@ def _near(case, got: Outcome, lines: list[str]) -> bool:
 
 
 def replay_tape(impl, path: str, *, diagnose: bool = False) -> tuple[bool, str]:
-    case = load_tape_case(pathlib.Path(path).read_text())
+    case = load_tape_case(cases.read_file(path))
     lines = [f"case: {path}", f"implementation: {impl.label} ({impl.spec})"]
     got = impl.run_backprop(case["tape"])
     want = (Outcome("rejected", message=case["error"]) if case["error"] is not None else
