@@ -241,7 +241,10 @@ def load_tape_case(text: str) -> dict:
     KIND}, with an optional "description". Derivatives are decimals (rounded once) or hex
     bits, as strings. Returns tape, derivatives (f32 bits or None), error, description."""
     import json
-    data = json.loads(text)
+    try:
+        data = json.loads(text)
+    except RecursionError:
+        raise ValueError("a tape case nested too deep to read") from None
     if not isinstance(data, dict) or "tape" not in data or \
             ("derivatives" in data) == ("error" in data):
         raise ValueError('a tape case is {"tape": [...], "derivatives": [...]} or '

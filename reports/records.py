@@ -143,13 +143,33 @@ def divergence_to_dict(d: Divergence) -> dict:
     return asdict(d)
 
 
-def loads(text: str | bytes):
-    """JSON read back from a file or a process: ValueError (never RecursionError, which
-    JSON nested some thousand deep raises) when it is not JSON the suite can hold."""
+DEPTH = 64  # arrays and objects nested deeper than this are not JSON the suite reads
+
+
+def loads(text: str | bytes, **options):
+    """JSON read back from a file or a process (json.loads's `options`): ValueError (never
+    RecursionError, which JSON nested some thousand deep raises, here or in whatever walks
+    it later) when it is not JSON the suite can hold: nested deeper than DEPTH."""
     try:
-        return json.loads(text)
+        value = json.loads(text, **options)
     except RecursionError:
         raise ValueError("JSON nested too deep to read") from None
+    if _depth(value) > DEPTH:
+        raise ValueError(f"JSON nested more than {DEPTH} deep")
+    return value
+
+
+def _depth(value) -> int:
+    """How deep arrays and objects nest in `value`, counted without recursion."""
+    deepest, frontier = 0, [(value, 1)]
+    while frontier:
+        item, depth = frontier.pop()
+        if isinstance(item, dict | list):
+            deepest = max(deepest, depth)
+            if depth <= DEPTH:  # past it the answer is known
+                frontier += [(v, depth + 1) for v in (item.values() if isinstance(item, dict)
+                                                      else item)]
+    return deepest
 
 
 def case_file_name(check: str, text: str, suffix: str) -> str:

@@ -248,6 +248,14 @@ def test_json_nested_deep_is_a_clear_error_not_a_recursion_error():
     with pytest.raises(ValueError):
         from_json('{"schema": "gradient-conformance-report/1", "implementation": '
                   + "[" * 100_000 + "]" * 100_000 + "}")
+    # Deep enough to walk into a RecursionError later, shallow enough for json to read:
+    # refused at the reading, whatever reads it next (a report, a reply's capabilities).
+    with pytest.raises(ValueError, match="nested more than 64 deep"):
+        loads("[" * 600 + "]" * 600)
+    assert loads("[" * 64 + "]" * 64) is not None
+    with pytest.raises(ValueError, match="nested too deep"):
+        from gradient_conformance.reference.tape import load_tape_case
+        load_tape_case("[" * 100_000 + "]" * 100_000)
 
 
 def test_bad_files_in_a_store_are_named_and_left_out(tmp_path, capsys):

@@ -34,6 +34,7 @@ from gradient_conformance.conformance.transports.jsonlines import (
 )
 from gradient_conformance.conformance.transports.process import Child, ChildFailed, Holding
 from gradient_conformance.reference.jsonform import program_json
+from gradient_conformance.reports.records import loads
 
 
 def _no_constants(name: str):
@@ -102,7 +103,7 @@ class Command(Holding):
         self.child.send((json.dumps({"id": request_id, **body}) + "\n").encode(), deadline)
         line = self.child.receive_line(limit, deadline)
         try:
-            reply = json.loads(line.decode("utf-8"), parse_constant=_no_constants)
+            reply = loads(line.decode("utf-8"), parse_constant=_no_constants)
         except UnicodeDecodeError:
             raise ChildFailed("junk", f"a reply that is not UTF-8: {line[:200]!r}") from None
         except ValueError as problem:

@@ -21,6 +21,7 @@ from gradient_conformance.conformance.transports.confinement import (
     python_reach,
 )
 from gradient_conformance.conformance.transports.process import Child, ChildFailed, Holding
+from gradient_conformance.reports.records import loads
 
 WORKER_PROCESS = "gradient_conformance.conformance.transports.worker_process"
 LOAD_TIMEOUT = 120.0  # importing a framework (PyTorch, TensorFlow) can take far longer than a case
@@ -82,8 +83,8 @@ class Worker(Holding):
             raise ChildFailed("protocol", f"a reply of {header_size} + {payload_size} bytes, "
                               f"more than the request allows")
         try:
-            reply = json.loads(self.child.receive_exactly(header_size, deadline))
-        except (UnicodeDecodeError, json.JSONDecodeError) as problem:
+            reply = loads(self.child.receive_exactly(header_size, deadline))
+        except (UnicodeDecodeError, ValueError) as problem:
             raise ChildFailed("protocol", f"a reply header that is not JSON: {problem}") \
                 from None
         if not isinstance(reply, dict):
