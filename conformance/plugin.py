@@ -30,7 +30,7 @@ import pytest
 from gradient_conformance.conformance import collection, options
 from gradient_conformance.conformance.collection import check_name, is_check, is_generated
 from gradient_conformance.conformance.options import PROFILES, PROPERTY, USAGE
-from gradient_conformance.conformance.session import Run, isolation, shown
+from gradient_conformance.conformance.session import Run, isolation, shown, worker_id
 
 if TYPE_CHECKING:
     from gradient_conformance.conformance.failure import FailureStage
@@ -137,9 +137,23 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
             *(["integer division traps, as declared: no run that divides by zero or takes "
                "-2^31 over -1 is sent to it"]
               if run.impl.capabilities["integer_division_traps"] else []),
+            *([f"contained: {run.impl.confinement.words()}"]
+              if run.impl.confinement is not None else []),
             "profile: " + run.profile + "; divergences saved in "
             + (f"{shown(run.cases_dir, run.base)}/" if run.cases_dir is not None
                else "the fuzzing store")]
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Quiet (-q hides the header), a run without the sandbox still says at its start what
+    that leaves open (docs/isolation.md, "Isolation")."""
+    run = session.config.stash.get(RUN_KEY, None)
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if run is None or run.impl is None or run.impl.confinement is None or reporter is None \
+            or session.config.get_verbosity() >= 0 or worker_id(session.config) is not None:
+        return
+    if run.impl.confinement.sandbox == "none":
+        reporter.write_line(f"contained: {run.impl.confinement.words()}")
 
 
 # --- collection ------------------------------------------------------------------------------

@@ -112,6 +112,9 @@ def test_without_a_sandbox_the_environment_is_still_scrubbed_and_memory_limited(
     version = said.implementation["version"]
     assert "secret not given" in version and f"cwd {tmp_path}" not in version
     assert "hunter2" not in output
+    # Said at the start: what a run without the sandbox leaves open (a SIGSTOP, say).
+    assert "contained: with no sandbox (it runs as your user: it can read and write what " \
+        "you can, and signal the suite; a SIGSTOP it sends stops the run for good)" in output
     assert f"data limit {default_memory_limit(2)}" in version
     assert f"memory limited to {shown_size(default_memory_limit(2))}" in said.confinement
 

@@ -250,7 +250,9 @@ class Confinement:
         """What holds, for the report."""
         held = ("in a bubblewrap sandbox (only the system, its interpreter and its own files, "
                 "read-only; no network; its own user and PID namespace)"
-                if self.sandbox == "bwrap" else "with no sandbox")
+                if self.sandbox == "bwrap" else "with no sandbox (it runs as your user: it "
+                "can read and write what you can, and signal the suite; a SIGSTOP it sends "
+                "stops the run for good)")
         return (f"{held}, memory limited to {shown_size(self.memory_limit)}, environment "
                 f"scrubbed" + (f" (passed on: {', '.join(self.pass_env)})" if self.pass_env
                                else ""))
