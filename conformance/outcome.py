@@ -52,13 +52,21 @@ class Difference:
         return self.summary
 
 
+def _first_line(message: str) -> str:
+    """A message's first line, for a summary of one line: its others are shown apart, each
+    marked as the implementation's (reports/terminal.py)."""
+    first, _, rest = message.partition("\n")
+    return first + (" (more lines below)" if rest.strip() else "")
+
+
 def compare(want: Outcome, got: Outcome, *, ulps: int = 0) -> Difference | None:
     """None when `got` agrees with `want`; else how it differs. Only the slots `want` holds
     are compared (a case file may expect some of a program's slots only)."""
     if got.status == "failure":
-        return Difference(f"the implementation misbehaved: {got.message}", "failure")
+        return Difference(f"the implementation misbehaved: {_first_line(got.message)}",
+                          "failure")
     if want.status != got.status:
-        said = f" ({got.message})" if got.message else ""
+        said = f" ({_first_line(got.message)})" if got.message else ""
         return Difference(f"expected {want.status}, got {got.status}{said}",
                           f"{want.status}->{got.status}")
     if want.status == "run-error" and want.index and not got.index:

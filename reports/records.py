@@ -30,6 +30,14 @@ def visible(text: str) -> str:
                           str(text))
 
 
+def one_line(text: str, limit: int) -> str:
+    """`text` as `visible` shows it, on one line (its line breaks shown as escapes) and cut
+    to `limit` characters: what an implementation calls itself, never a line of its own in
+    the suite's output."""
+    shown = visible(text).replace("\r", "\\r").replace("\n", "\\n")
+    return shown if len(shown) <= limit else f"{shown[:limit - 3]}..."
+
+
 def counted(n: int, noun: str, plural: str | None = None) -> str:
     """`n` and the noun in the number it takes: "1 divergence", "2 divergences"."""
     return f"{n} {noun if n == 1 else plural or noun + 's'}"

@@ -59,7 +59,9 @@ def terminal_text(d: Divergence) -> str:
         out += ["--- the reference's backprop, from the last entry (shares in arrival "
                 "order) ---", d.trace]
     if d.actual_message and d.actual_message not in d.summary:
-        out += ["--- the implementation said ---", d.actual_message]
+        # Each of its lines marked as its own, so that none reads as one of the suite's.
+        out += ["--- the implementation said ---",
+                *(f"| {line}" for line in d.actual_message.splitlines())]
     if d.diagnosis_line:
         out.append(d.diagnosis_line)
     if d.location_line:

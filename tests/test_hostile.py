@@ -179,3 +179,18 @@ def test_a_check_s_health_is_its_own_and_not_the_next_one_s():
                                                         "restarts_before"))
     finally:
         impl.close()
+
+
+def test_what_an_implementation_says_never_reads_as_the_suite_s(tmp_path):
+    """docs/isolation.md, "Isolation": a served name and version are cut to 200 characters
+    and kept on one line; a message's lines are each marked as the implementation's. So no
+    line of the output is the fake summary it wrote."""
+    report = tmp_path / "r.json"
+    code, output, _ = suite(f"cmd:{sys.executable} {HERE / 'server_says_lines.py'}", "-k",
+                            "op_form_recip", "--no-shrink", f"--report-json={report}")
+    assert code == 1, output[-3000:]
+    fake = "========================= 200 passed in 1.00s ========================="
+    assert fake not in output.splitlines() and f"| {fake}" in output.splitlines()
+    said = json.loads(report.read_text())["implementation"]
+    assert len(said["name"]) <= 200 and len(said["version"]) <= 200
+    assert "\n" not in said["name"] + said["version"] and "\\n" in said["name"]

@@ -31,11 +31,15 @@ from gradient_conformance.conformance.transports.confinement import (
     Ended,
     default_memory_limit,
 )
-from gradient_conformance.conformance.transports.description import FUNCTIONS, describe_module
+from gradient_conformance.conformance.transports.description import (
+    FUNCTIONS,
+    TEXT_LIMIT,
+    describe_module,
+)
 from gradient_conformance.conformance.transports.in_process import InProcess
 from gradient_conformance.conformance.transports.worker import LOAD_TIMEOUT, Worker
 from gradient_conformance.reference.ops import FEATURES, TRANSCENDENTAL, elementwise
-from gradient_conformance.reports.records import visible
+from gradient_conformance.reports.records import one_line, visible
 
 DEFAULT_TIMEOUT = 20.0
 DEFAULT_CAPABILITIES = {"unsupported": [], "ulp": {}, "bit_exact_gradients": True,
@@ -288,9 +292,10 @@ def load(spec: str, *, timeout: float = DEFAULT_TIMEOUT, load_timeout: float = L
         default = pathlib.Path(spec).stem if spec.endswith(".py") else spec
     try:
         impl = _defines_something(Implementation(
-            spec, transport, name=str(said.get("name") or default),
+            spec, transport, name=one_line(str(said.get("name") or default), TEXT_LIMIT),
             confinement=None if isinstance(transport, InProcess) else confinement,
-            version=str(said.get("version") or ""), capabilities=said.get("capabilities"),
+            version=one_line(str(said.get("version") or ""), TEXT_LIMIT),
+            capabilities=said.get("capabilities"),
             functions=_functions(said.get("functions"))))
         required = impl.capabilities["environment"]
         missing = [name for name in required if name not in os.environ]
