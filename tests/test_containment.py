@@ -643,3 +643,20 @@ def test_files_a_user_names_are_read_only_if_regular_and_bounded(target, tmp_pat
     with pytest.raises(OSError, match="larger than 0 MiB"):
         read_file(big, limit=1000)
     assert read_file(big, limit=2000) == "#" * 2000
+
+
+def test_vectors_replace_links_in_their_folder_rather_than_write_through(tmp_path):
+    """docs/isolation.md, "Isolation": `vectors --out DIR` where DIR holds links named as
+    its files (index.json, the first vector): each is replaced by the file, the files the
+    links pointed at are kept."""
+    from gradient_conformance.conformance.commands.vectors import export
+    precious = tmp_path / "precious.txt"
+    precious.write_text("keep me\n")
+    out = tmp_path / "vectors"
+    out.mkdir()
+    first = export(tmp_path / "plain", count=3)["vectors"][0]["file"]  # what they are named
+    for name in ("index.json", first):
+        (out / name).symlink_to(precious)
+    manifest = export(out, count=3)
+    assert precious.read_text() == "keep me\n" and manifest["count"] == 3
+    assert not any(p.is_symlink() for p in out.iterdir())

@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from gradient_conformance import reference
+from gradient_conformance.conformance.divergence import write_atomically
 from gradient_conformance.conformance.options import PROFILES
 from gradient_conformance.conformance.running import expected, single_op_source
 from gradient_conformance.generators import (
@@ -155,12 +156,12 @@ def export(out: pathlib.Path, *, count: int, profile: str = "ci",
             tape = isinstance(case, TapeCase)
             text, entry = (tape_vector_text if tape else vector_text)(number, kind, case)
             name = f"{number:05d}-{kind}.{'json' if tape else 'ir'}"
-            (out / name).write_text(text)
+            write_atomically(out / name, text)  # a link in DIR is replaced, not written through
             index.append({"file": name, **entry,
                           "sha256": hashlib.sha256(text.encode()).hexdigest()})
     manifest = {"format": FORMAT, "reference": reference.VERSION, "profile": profile,
                 "seed": seed, "count": len(index), "vectors": index}
-    (out / "index.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    write_atomically(out / "index.json", json.dumps(manifest, indent=1) + "\n")
     return manifest
 
 
