@@ -66,12 +66,37 @@ class Entry:
         return None
 
     def matches(self, item) -> bool:
-        module = pathlib.Path(item.path).name
-        check, _, param = item.name.partition("[")
-        shown = param[:-1] if param.endswith("]") else None
+        module, check, shown = parts(item)
         return ((self.module is None or self.module == module)
                 and (self.check is None or self.check == check)
                 and (self.param is None or self.param == shown))
+
+
+def parts(item) -> tuple[str, str, str | None]:
+    """The module, check and parameter of a test's stable id."""
+    check, _, param = item.name.partition("[")
+    return pathlib.Path(item.path).name, check, param[:-1] if param.endswith("]") else None
+
+
+class Entries:
+    """An xfails or skips file's entries indexed by the parts they name, so that finding
+    those that match a test is eight lookups however long the file (a file of millions of
+    lines, matched against every test in turn, took minutes)."""
+
+    def __init__(self, entries: list[Entry]):
+        self.all = entries
+        self._by: dict[tuple, list[Entry]] = {}
+        for entry in entries:
+            self._by.setdefault((entry.module, entry.check, entry.param), []).append(entry)
+
+    def matching(self, item) -> list[Entry]:
+        module, check, param = parts(item)
+        keys = dict.fromkeys((m, c, p) for m in (module, None) for c in (check, None)
+                             for p in (param, None))  # each once: a test without a parameter
+        return [e for key in keys if key in self._by for e in self._by[key]]
+
+
+STALE_SHOWN = 20  # stale entries warned of one by one; the rest counted
 
 
 def read_entries(path: str | None, base: pathlib.Path) -> list[Entry]:
@@ -107,20 +132,18 @@ def prepare(config, items: list, settings, base: pathlib.Path) -> None:
     each generated check given its Hypothesis `settings`, and all put in the order they run
     in (`rank`); a stale entry of either file is a warning."""
     suite = [item for item in items if is_check(item)]
-    xfails = read_entries(config.getoption("--conformance-xfails-file"), base)
-    skips = read_entries(config.getoption("--conformance-skips-file"), base)
+    xfails = Entries(read_entries(config.getoption("--conformance-xfails-file"), base))
+    skips = Entries(read_entries(config.getoption("--conformance-skips-file"), base))
     used = set()
     for item in suite:
-        for entry in skips:
-            if entry.matches(item):
-                used.add(entry.text)
-                item.add_marker(pytest.mark.skip(reason="listed in the skips file: "
-                                                 f"{entry.text}"))
-        for entry in xfails:
-            if entry.matches(item):
-                used.add(entry.text)
-                item.add_marker(pytest.mark.xfail(reason="listed in the xfails file: "
-                                                  f"{entry.text}", strict=True))
+        for entry in skips.matching(item):
+            used.add(entry.text)
+            item.add_marker(pytest.mark.skip(reason="listed in the skips file: "
+                                             f"{entry.text}"))
+        for entry in xfails.matching(item):
+            used.add(entry.text)
+            item.add_marker(pytest.mark.xfail(reason="listed in the xfails file: "
+                                              f"{entry.text}", strict=True))
     for item in suite:
         if is_generated(item):
             if "data" not in inspect.signature(item.obj.hypothesis.inner_test).parameters:
@@ -128,10 +151,15 @@ def prepare(config, items: list, settings, base: pathlib.Path) -> None:
                                         "Hypothesis through one argument, "
                                         "@given(data=st.data())")
             item.obj = generated_with(item.obj, settings)
-    for stale in sorted({e.text for e in xfails + skips} - used):
+    stale = sorted({e.text for e in xfails.all + skips.all} - used)
+    for text in stale[:STALE_SHOWN]:
         config.issue_config_time_warning(pytest.PytestWarning(
-            f"the xfails or skips file names {stale!r}, which matches no check's id in "
+            f"the xfails or skips file names {text!r}, which matches no check's id in "
             "this run: a stale entry"), stacklevel=2)
+    if len(stale) > STALE_SHOWN:
+        config.issue_config_time_warning(pytest.PytestWarning(
+            f"the xfails or skips files name {len(stale) - STALE_SHOWN} more entries that "
+            "match no check's id in this run"), stacklevel=2)
     # The cheapest and most telling first: case files (a second kills most faults), then
     # each module by its RANK. A stable sort of the collection order, the same in every
     # xdist worker.

@@ -333,3 +333,23 @@ def test_the_first_divergence_is_on_the_screen_before_the_run_ends(tmp_path):
         assert "diagnosis: " in screen and "replay: " in screen, screen
     finally:
         subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+
+
+def test_an_xfails_file_is_indexed_and_matches_as_each_entry_does():
+    """docs/suite.md, "The conformance suite": the indexed lookup (collection.Entries) finds
+    for every test exactly the entries that match it one by one, for every shape of entry:
+    a module, a check, one instance, a parameter alone."""
+    import itertools
+    import types
+
+    from gradient_conformance.conformance.collection import Entries, Entry
+    modules, checks, params = ("test_a.py", "test_b.py"), ("test_x", "test_y"), ("p", "q")
+    texts = {m for m in modules} | {f"{m}::{c}" for m in modules for c in checks} | \
+        set(checks) | {f"{c}[{p}]" for c in checks for p in params} | set(params) | \
+        {f"{m}::{c}[{p}]" for m in modules for c in checks for p in params}
+    entries = [Entry.parse(t) for t in sorted(texts)] * 2  # repeated lines too
+    index = Entries(entries)
+    for m, c, p in itertools.product(modules, checks, (*params, None)):
+        item = types.SimpleNamespace(path=f"/x/{m}", name=c + (f"[{p}]" if p else ""))
+        assert sorted(e.text for e in index.matching(item)) == \
+            sorted(e.text for e in entries if e.matches(item)), (m, c, p)
