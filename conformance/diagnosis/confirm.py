@@ -28,6 +28,7 @@ which ended it.
 
 from __future__ import annotations
 
+import math
 import re
 import time
 from collections.abc import Callable, Iterable
@@ -48,6 +49,7 @@ from gradient_conformance.reference import cases
 from gradient_conformance.reference.semantics import Semantics
 from gradient_conformance.reference.tape import backprop_bits, load_tape_case
 
+REFILL_ELEMENTS = 256  # input elements of a found program past which none are refilled
 PER_SOURCE = 2  # separating programs a hypothesis is run on from each source, at most
 DRAWS = 120  # programs (or inputs) drawn, and programs looked at, from each source, at most
 SECONDS = 8.0  # the experiment on one divergence, at most
@@ -276,6 +278,7 @@ def _drawn_into(strategy, deadline: float, trial_of) -> Callable[[Callable[[Tria
     drawn: Hypothesis drives the test function, which ends the drawing by raising."""
     def feed(visit: Callable[[Trial], bool]) -> None:
         from hypothesis import HealthCheck, Phase, given, settings
+        from hypothesis.errors import HypothesisException
 
         drawn = [0]
 
@@ -294,6 +297,8 @@ def _drawn_into(strategy, deadline: float, trial_of) -> Callable[[Callable[[Tria
             collect()
         except _Enough:
             pass
+        except HypothesisException:  # a program whose inputs it cannot draw (too large):
+            pass  # this source has none to give; the others may
     return feed
 
 
@@ -323,7 +328,11 @@ def _sources(finding: Finding, impl, library: CaseFiles, deadline: float) -> lis
         return _program_trial(key, label, reading, buffers, impl, build_only)
     sources = []
     reading = case.reading
-    if not build_only and reading.statements is not None and reading.slots:
+    # Inputs Hypothesis can draw whole: a program of more (an enumerated one, of every class
+    # at once) gets none refilled, and goes on to the other sources at once.
+    elements = sum(math.prod(shape) for _, shape in reading.slots.values())
+    if not build_only and reading.statements is not None and reading.slots and \
+            elements <= REFILL_ELEMENTS:
         from hypothesis import strategies as st
 
         from gradient_conformance.generators.buffers import fill

@@ -1,0 +1,85 @@
+"""Bounded-exhaustive cases enumerated from the tables. docs/generators.md, "Enumerations"."""
+
+from __future__ import annotations
+
+import pytest
+
+from gradient_conformance.conformance.diagnosis.confirm import _drawn_into
+from gradient_conformance.conformance.outcome import compare
+from gradient_conformance.conformance.running import Reading
+from gradient_conformance.conformance.transports.loading import load
+from gradient_conformance.generators.enumerations import (
+    G_CLASSES,
+    STRUCTURAL,
+    VALUE_CLASSES,
+    enumerated_cases,
+    enumerated_ops,
+)
+from gradient_conformance.reference import exact
+from gradient_conformance.reference.ops import OPS
+from gradient_conformance.reference.rules import RULES
+from tests.conftest import ROOT
+
+CASES = {case.name: case for case in enumerated_cases()}
+
+
+def test_every_row_of_the_rules_is_enumerated_or_said_why_not():
+    """A new row of RULES, or a new elementwise f32 op, gets its enumeration with no code of
+    its own; a row that is not enumerated by value says why (STRUCTURAL)."""
+    enumerated = set(enumerated_ops())
+    assert set(RULES) == enumerated | set(STRUCTURAL) and not enumerated & set(STRUCTURAL)
+    assert {op for op in OPS if op in RULES and OPS[op].computed("f32") is not None} - \
+        set(STRUCTURAL) == enumerated
+    for op in enumerated:
+        kinds = {"loaded", "second"} | ({"same", "literal-right", "literal-left"}
+                                         if OPS[op].arity == 2 else set())
+        assert {name.split("/")[1] for name in CASES if name.split("/")[0] == op} == kinds
+
+
+def test_each_case_holds_every_class_and_the_reference_runs_it():
+    """Each value class (and each class of g) is an element of every loaded case: its
+    operand columns hold all of VALUE_CLASSES, bit for bit, and its weights all of
+    G_CLASSES; and the spec accepts and runs each case."""
+    classes = {exact.f32_from_text(t) for t in VALUE_CLASSES}
+    weights = {exact.f32_from_text(t) for t in G_CLASSES}
+    for name, case in CASES.items():
+        assert Reading(case.source).outcome(case.buffers).status == "ok", name
+        arrays = {k: set(a.view("uint32").ravel().tolist()) for k, a in case.buffers.items()
+                  if a.dtype.kind == "f"}
+        assert any(classes <= bits for bits in arrays.values()), name
+        assert any(weights <= bits for bits in arrays.values()), name
+
+
+@pytest.mark.parametrize(("impl", "case"), [
+    ("tests/impls/where_negative_zero.py", "where/loaded"),
+    ("tests/impls/reduce_max_nan.py", "reduce.max/rows"),
+    ("variant:max-tie-first", "max/loaded"),
+    ("variant:signed-zero-literals-merged", "mul/literal-right"),
+    ("variant:recip-form", "recip/loaded"),
+])
+def test_a_fault_at_one_class_is_caught_by_construction(impl, case):
+    """Faults that show only at a signed zero, a NaN in a row, a tie or a literal: each
+    enumerated case of their rule tells them from the spec, whatever a draw would reach."""
+    spec = impl if impl.startswith("variant:") else str(ROOT / impl)
+    implementation = load(spec, in_process=True)
+    try:
+        enumerated = CASES[case]
+        reading = Reading(enumerated.source)
+        got = implementation.run_case(enumerated.source, dict(enumerated.buffers),
+                                      reading.slots)
+        assert compare(reading.outcome(enumerated.buffers), got) is not None
+    finally:
+        implementation.close()
+
+
+def test_a_source_that_cannot_draw_ends_the_experiment_s_search_there():
+    """A program whose inputs Hypothesis cannot draw (an enumerated one is too large):
+    before, its Unsatisfiable ended the run with INTERNALERROR."""
+    import time
+
+    from hypothesis import strategies as st
+    seen: list = []
+    feed = _drawn_into(st.integers().filter(lambda n: False), time.monotonic() + 30,
+                       lambda k, example: example)
+    feed(lambda trial: seen.append(trial) or True)
+    assert seen == []
