@@ -177,12 +177,15 @@ def program_files(argv: list[str], cwd: str | None) -> list[str]:
     the program the first word finds on PATH."""
     found = []
     words = [*argv, *([shutil.which(argv[0]) or ""] if argv else [])]
-    for word in words:
-        path = os.path.realpath(os.path.join(cwd or os.getcwd(), word)) if word else ""
-        if not word or not os.path.exists(path):
-            continue
-        folder = path if os.path.isdir(path) else os.path.dirname(path)
-        found.append(os.path.dirname(folder) if os.path.basename(folder) == "bin" else folder)
+    for word in filter(None, words):
+        named = os.path.abspath(os.path.join(cwd or os.getcwd(), word))
+        # The path as written (a venv's bin/python, a link) and the file it leads to.
+        for path in dict.fromkeys((named, os.path.realpath(named))):
+            if not os.path.exists(path):
+                continue
+            folder = path if os.path.isdir(path) else os.path.dirname(path)
+            found.append(os.path.dirname(folder) if os.path.basename(folder) == "bin"
+                         else folder)
     return found
 
 
