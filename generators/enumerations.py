@@ -11,12 +11,12 @@ of one program, so one run of the implementation compares them all.
 
 A rule's row (reference/rules.py, RULES) is enumerated when its op is an elementwise op on f32
 (reference/ops.py): a new such op or row gets its enumeration with no code here; a row that is
-not (a reduce, an expand, a reshape, a cast, a detach) is in `STRUCTURAL`, with why, and a test
-holds that every row is one or the other. Each case is a program: the op over loaded vectors
-whose elements run through every pair of value classes and every class of g, the weight `w`
-that the loss multiplies the op's result by (so the gradient reaching the op is exactly w); the
-same with each class as a literal on either side, the same operand twice, and the gradient of
-the gradient.
+not (a reduce, an expand, a reshape, a cast, a detach) says why (`not_by_value`, from its op's
+entry in the table), and a test holds that every row is one or the other. Each case is a
+program: the op over loaded vectors whose elements run through every pair of value classes
+and every class of g, the weight `w` that the loss multiplies the op's result by (so the
+gradient reaching the op is exactly w); the same with each class as a literal on either side,
+the same operand twice, and the gradient of the gradient.
 """
 
 from __future__ import annotations
@@ -40,17 +40,24 @@ VALUE_CLASSES = ("0.0", "-0.0", "1e-45", "-1e-45", "1.1754944e-38", "-1.1754944e
 # subnormal, and huge (a share that overflows).
 G_CLASSES = ("1.0", "-2.5", "0.0", "-0.0", "nan", "1e-45", "3e38")
 
-# Rows enumerated elsewhere, or not elementwise: why each is not here.
-STRUCTURAL = {
-    "where": "its condition is a bool: enumerated by `where_cases`, not by value pairs",
-    "cast": "its operand's dtype decides it, not its value: the generators' casts",
-    "bitcast": "it passes g unchanged: the generators' round trips",
-    "detach": "it passes nothing: the generators and the rejection checks",
-    "reduce.add": "a shape rule: test_gradient_bits.py's every axis set, and `reduce_case`",
-    "reduce.max": "a shape rule with ties: `reduce_case`",
-    "expand": "a shape rule: test_gradient_bits.py's every axis set",
-    "reshape": "a shape rule: the generators",
-}
+
+
+def not_by_value(row: str) -> str:
+    """Why a row of RULES is not enumerated by value pairs ("" when it is), derived from its
+    op's entry in the table: a where by `where_cases`; a shape rule (its shares are sums over
+    axes) by every axis set and by `reduce_case`; a cast or bitcast, whose dtype decides it;
+    a detach, which passes no share."""
+    op = OPS[row.split(".")[0]]
+    if op.computed("f32") is not None:
+        return ""
+    if op.arity == 3:
+        return "its condition is a bool: enumerated by `where_cases`, not by value pairs"
+    if op.attributes & {"shape", "axis", "op"}:
+        return ("a shape rule, its shares sums over axes: test_gradient_bits.py's every axis "
+                "set, and `reduce_case` for reduce's rows")
+    if "dtype" in op.attributes:
+        return "its dtype, not a value, decides it: the generators' casts and round trips"
+    return "it passes no share: the generators and the rejection checks"
 
 
 @dataclass
@@ -67,8 +74,7 @@ class Enumerated:
 
 def enumerated_ops() -> list[str]:
     """The rows of RULES enumerated by value: those of elementwise f32 ops."""
-    return [key for key in RULES if key in OPS and OPS[key].computed("f32") is not None
-            and key not in STRUCTURAL]
+    return [key for key in RULES if not not_by_value(key)]
 
 
 def _f32(texts) -> np.ndarray:
@@ -237,4 +243,4 @@ def reduce_case(op: str) -> Enumerated:
 def enumerated_cases() -> list[Enumerated]:
     """Every enumerated case: each value rule's, where's, and reduce's (add and max)."""
     return [*(c for op in enumerated_ops() for c in rule_cases(op)), *where_cases(),
-            *(reduce_case(op) for op in ("add", "max"))]
+            *(reduce_case(row.split(".")[1]) for row in RULES if row.startswith("reduce."))]
