@@ -1,7 +1,7 @@
 """Bounded-exhaustive cases, enumerated from the tables rather than drawn: every value class at
 every operand position of every rule, as a loaded operand and as a literal, with the incoming
 gradient g of every class, for the first derivative and the second. docs/generators.md,
-"Enumerations".
+"Enumerations" (which says why they are not yet a check of the suite).
 
 The small-scope hypothesis: a rule that is wrong at a signed zero, a NaN, a subnormal, a tie
 or a negative g is wrong on some program of a few statements with that value there. Hypothesis

@@ -9,7 +9,6 @@ telling checks.
 - test_forward.py: final slots bit for bit; exp2, log2, sin within the declared ulps; the
   forward error of every elementwise op.
 - test_gradient_bits.py: gradients bit for bit (the walk, the fold, every rule's op form).
-- test_enumerated.py: every rule at every value class, enumerated from the tables.
 - test_derivative.py: every implementation's outputs near the true derivative.
 - test_accumulation.py: shares summed in arrival order; a failure names the order used.
 - test_rejection.py: invalid gradients rejected; near misses accepted.
