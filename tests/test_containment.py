@@ -479,8 +479,8 @@ def test_the_sandbox_holds_as_root_and_as_anyone_from_every_side(tmp_path, figur
     assert code == 1, output[-3000:]
     assert said.startswith("escaped: nothing | held: "), said
     assert said.split(" | held: ")[1].split(", ") == [
-        "caps", "root", "remount", "write", "plant", "secret", "shadow", "socket", "home",
-        "shm"], said
+        "caps", "root", "remount", "write", "plant", "secret", "shadow", "keys", "socket",
+        "home", "shm"], said
     assert heard == [] and not (tmp_path / "planted.txt").exists()
     assert "hunter2" not in output and "hunter2" not in (tmp_path / "r.json").read_text()
 

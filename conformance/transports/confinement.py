@@ -132,6 +132,10 @@ def _system_binds() -> list[str]:
             binds += ["--ro-bind", path, path]
     for name in ETC:
         binds += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
+    # Its TLS certificates, not the host's keys: mapped to root's user as root, the
+    # implementation would read a folder only its owner may.
+    if os.path.isdir("/etc/ssl/private"):
+        binds += ["--tmpfs", "/etc/ssl/private"]
     return binds
 
 

@@ -2,9 +2,10 @@
 sandbox it can: its capabilities and user, a remount of / read-write, a file in the user's
 folder (HOSTILE_TARGET) and a module planted in the installed checks that would pass every
 check, the user's secret (HOSTILE_SECRET, a file its owner keeps to itself), a Unix socket on
-the filesystem (HOSTILE_SOCKET: a server outside), the user's home (HOSTILE_HOME), /etc/shadow,
-and more of /dev/shm than its memory limit. What it managed it says in its VERSION, which the
-report shows; what held, too ("held: ..."). A sandbox that holds keeps it failing."""
+the filesystem (HOSTILE_SOCKET: a server outside), the user's home (HOSTILE_HOME),
+/etc/shadow, the host's TLS keys, and more of /dev/shm than its memory limit. What it
+managed it says in its VERSION, which the report shows; what held, too ("held: ..."). A
+sandbox that holds keeps it failing."""
 
 import ctypes
 import importlib.util
@@ -74,6 +75,7 @@ _try("plant", lambda: conftest.write_text(
 _try("secret", lambda: pathlib.Path(
     os.environ.get("HOSTILE_SECRET", "/nonexistent")).read_text().strip())
 _try("shadow", lambda: pathlib.Path("/etc/shadow").read_text()[:4])
+_try("keys", lambda: ",".join(os.listdir("/etc/ssl/private")) or False)
 
 
 def _connect() -> bool:
