@@ -71,14 +71,10 @@ def pytest_configure(config: pytest.Config) -> None:
     if not any(resource("cases").rglob("*.ir")):
         raise pytest.UsageError(f"the package's case files are missing from "
                                 f"{resource('cases')}: a broken install")
-    from gradient_conformance.conformance.transports.confinement import (
-        Confinement,
-        default_memory_limit,
-    )
-    confinement = Confinement(
-        config.getoption("--conformance-memory-limit") or default_memory_limit(_sharing(config)),
-        config.getoption("--conformance-sandbox"),
-        tuple(config.getoption("--conformance-pass-env")))
+    from gradient_conformance.conformance.transports.confinement import Confinement
+    confinement = Confinement.asked(config.getoption("--conformance-memory-limit"),
+                                    config.getoption("--conformance-sandbox"),
+                                    config.getoption("--conformance-pass-env"), _sharing(config))
     try:
         run.impl = load(run.spec, timeout=config.getoption("--conformance-case-timeout"),
                         load_timeout=config.getoption("--conformance-load-timeout"),

@@ -448,8 +448,8 @@ def _escape_attempt(tmp_path, sandbox: str = "bwrap"):
     planted = ROOT / "conformance" / "checks" / "conftest_planted.py"
     try:
         code, output, _ = suite(
-            str(HERE / "escapes.py"), "-k", "exact_programs", "-q", "--max-examples=5",
-            "--no-shrink", f"--report-json={report}", f"--sandbox={sandbox}",
+            str(ROOT / "tests" / "impls" / "escapes.py"), "-k", "exact_programs", "-q",
+            "--max-examples=5", "--no-shrink", f"--report-json={report}", f"--sandbox={sandbox}",
             "--memory-limit=256M", *(f"--pass-env={n}" for n in (
                 "HOSTILE_TARGET", "HOSTILE_SECRET", "HOSTILE_SOCKET", "HOSTILE_HOME")),
             env=env, cwd=tmp_path)

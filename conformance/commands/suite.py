@@ -281,12 +281,8 @@ def confinement_of(args, sharing: int = 1):
     """The containment a command's options ask for (options.add_containment's, docs/
     isolation.md, "Isolation"), for a command that starts the implementation itself; the
     default memory limit shared among `sharing` processes."""
-    from gradient_conformance.conformance.transports.confinement import (
-        Confinement,
-        default_memory_limit,
-    )
-    return Confinement(args.memory_limit or default_memory_limit(sharing), args.sandbox,
-                       tuple(args.pass_env))
+    from gradient_conformance.conformance.transports.confinement import Confinement
+    return Confinement.asked(args.memory_limit, args.sandbox, args.pass_env, sharing)
 
 
 def load_implementation(spec: str, timeout: float, confinement=None):

@@ -237,6 +237,12 @@ class Confinement:
     sandbox: str = "auto"
     pass_env: tuple[str, ...] = ()
 
+    @classmethod
+    def asked(cls, memory_limit: int | None, sandbox: str, pass_env, sharing: int = 1):
+        """As the containment options ask (options.add_containment, for the suite or a
+        command): no memory limit given, the default shared among `sharing` processes."""
+        return cls(memory_limit or default_memory_limit(sharing), sandbox, tuple(pass_env))
+
     def __post_init__(self):
         if self.sandbox not in SANDBOXES:
             raise ValueError(f"sandbox must be one of {', '.join(SANDBOXES)}, not "

@@ -13,26 +13,9 @@ import os
 import pathlib
 import socket
 
-import numpy as np
-
-from gradient_conformance import reference
+from last_bit_off import build  # noqa: F401 - its folder is importable beside it
 
 NAME = "escapes"
-
-
-def build(source):
-    run = reference.build(source)
-
-    def flipped(buffers):
-        out = run(buffers)
-        for a in out.values():
-            if a.dtype == np.float32:
-                a.view(np.uint32)[...] ^= np.uint32(1)
-        return out
-
-    return flipped
-
-
 escaped, held = [], []
 
 
