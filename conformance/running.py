@@ -99,6 +99,19 @@ class Reading:
         return features_of_statements(self.statements or [])
 
     @functools.cached_property
+    def reaches(self) -> frozenset[str]:
+        """Its features and the op of every node of its build, those its gradients build
+        included (a rule's expansion holds ops the text need not write: log2's share has a
+        recip, whose rule its second derivative takes): what a variant of an op's arithmetic
+        or rule can change (variants.applies)."""
+        try:
+            program = self.program()
+        except IRError:
+            return self.features
+        graphs = [program.graph, *(i.graph for i in program.calls.values())]
+        return self.features | frozenset(n.op for g in graphs for n in g.nodes)
+
+    @functools.cached_property
     def uses(self) -> frozenset[str]:
         """Its features and, when it builds, its ops by dtype (`and:bool`): what it needs of
         an implementation (CAPABILITIES["unsupported"])."""
@@ -552,6 +565,37 @@ def check_case(impl, tally: Tally, case, *, ulps: int = 0) -> None:
     if left_out:
         tally.leave_out(UNCLAIMED, sum(int(whole.buffers[s].size) for s in left_out))
     verdict(tally, reading, case.buffers, want, got, ulps=ulps, description=case.description)
+
+
+def check_enumerated(impl, tally: Tally, case, *, ulps: int = 0) -> None:
+    """An enumerated case (generators/enumerations.py) on both, compared as a case file is
+    (`compare_claims`). Where the outputs differ, the divergence reported is the case
+    narrowed to the first combination that differs, run again (and if that alone does not
+    differ, to every one that does): a program of one element per buffer (or one pair of
+    statements), compared in what the implementation claims (`claimed`), which the failure
+    stage reduces and explains at the cost of a drawn one. Only when neither narrowed
+    program differs (the difference needs the other elements) is the whole case the
+    divergence. docs/generators.md, "Enumerations"."""
+    buffers = case.buffers
+    reading, want, got = run_both(impl, case.source, buffers, tally=tally)
+    claimed_want, claimed_got, _ = claimed(impl, reading, want, got)
+    difference = compare(claimed_want, claimed_got, ulps=ulps)
+    if difference is not None and difference.differing:
+        combinations = case.combinations_of(difference.differing)
+        tries = [combinations[:1]] if len(case.rows) > 1 else []  # else it is the whole
+        if 1 < len(combinations) < len(case.rows):
+            tries.append(combinations)
+        for kept in tries:
+            narrowed = case.narrowed(kept)
+            small = narrowed.buffers
+            n_reading, n_want, n_got = run_both(impl, narrowed.source, small, tally=tally)
+            n_want_claimed, n_got_claimed, _ = claimed(impl, n_reading, n_want, n_got)
+            if compare(n_want_claimed, n_got_claimed, ulps=ulps) is not None:
+                compare_claims(impl, tally, n_reading, small, n_want, n_got, ulps=ulps,
+                               description=(f"{narrowed.description} (the whole case differs "
+                                            f"at {len(combinations)} of {len(case.rows)})"))
+    compare_claims(impl, tally, reading, buffers, want, got, ulps=ulps,
+                   description=case.description)
 
 
 UNCLAIMED = ("made from a gradient, whose bits the implementation does not claim: the "

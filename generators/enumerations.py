@@ -22,7 +22,9 @@ the same operand twice, and the gradient of the gradient.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 import numpy as np
 
@@ -60,16 +62,54 @@ def not_by_value(row: str) -> str:
     return "it passes no share: the generators and the rejection checks"
 
 
-@dataclass
+@dataclass(frozen=True)
 class Enumerated:
-    """One enumerated case: its program, its initial buffers (slot -> array), the op whose
-    rule it is about, and what it holds, in words."""
+    """One enumerated case: its name, the op whose rule it is about, what it holds in words,
+    its combinations (`rows`: one tuple of class literals per element), and `write`, which
+    makes the program and its initial buffers (slot -> array) of any list of combinations.
+    Every output's first axis is the combination's, so the case `narrowed` to the
+    combinations at which an implementation differs is the same program, of those alone."""
 
     name: str
     op: str
-    source: str
-    buffers: dict = field(default_factory=dict)
-    description: str = ""
+    description: str
+    rows: tuple[tuple[str, ...], ...]
+    write: Callable[[Sequence[tuple[str, ...]]], tuple[str, dict, dict]] = field(repr=False)
+
+    @cached_property
+    def _written(self) -> tuple[str, dict, dict]:
+        return self.write(self.rows)
+
+    @property
+    def source(self) -> str:
+        return self._written[0]
+
+    @property
+    def buffers(self) -> dict:
+        """The initial buffers: a fresh copy each time (a run may write into them)."""
+        return {slot: values.copy() for slot, values in self._written[1].items()}
+
+    def combinations_of(self, differing: Iterable[tuple[int, int]]) -> list[int]:
+        """The combinations (indices into `rows`) of the output elements `differing`, each a
+        (slot, flat index): an output written for one combination alone is that one's;
+        every other output's first axis runs over the combinations."""
+        _, written, owners = self._written
+        found = set()
+        for slot, index in differing:
+            values = written.get(slot)
+            if slot in owners:
+                found.add(owners[slot])
+            elif values is not None and values.size:
+                found.add(index // (values.size // len(self.rows)))
+        return sorted(k for k in found if 0 <= k < len(self.rows))
+
+    def narrowed(self, combinations: Iterable[int]) -> Enumerated:
+        """The same case, of the combinations `combinations` (indices into `rows`) alone."""
+        kept = tuple(self.rows[k] for k in combinations)
+        said = ", ".join("(" + ", ".join(row) + ")" for row in kept[:4])
+        return replace(self, rows=kept, description=(
+            f"{self.description}; narrowed to {len(kept)} of its {len(self.rows)} "
+            f"combinations: {said}{', ...' if len(kept) > 4 else ''}"))
 
 
 def enumerated_ops() -> list[str]:
@@ -89,6 +129,8 @@ class _Program:
         self.declared: list[str] = []
         self.lines: list[str] = []
         self.buffers: dict[int, np.ndarray] = {}
+        self.row: int | None = None  # the combination whose outputs are being written
+        self.owners: dict[int, int] = {}  # output slot -> its combination, when one's alone
 
     def buffer(self, name: str, values: np.ndarray) -> str:
         slot = len(self.buffers)
@@ -98,8 +140,10 @@ class _Program:
         return f"%{name}"
 
     def output(self, name: str, value: str, shape: tuple[int, ...]) -> None:
-        slot = self.buffer(f"out_{name}", np.zeros(shape, np.float32))
-        self.lines.append(f"store {slot} {value}")
+        declared = self.buffer(f"out_{name}", np.zeros(shape, np.float32))
+        if self.row is not None:
+            self.owners[len(self.buffers) - 1] = self.row
+        self.lines.append(f"store {declared} {value}")
 
     def gradient(self, name: str, result: str, weight: str, x: str, shape, *,
                  stored: bool = True) -> str:
@@ -112,132 +156,290 @@ class _Program:
             self.output(name, f"%g_{name}", shape)
         return f"%g_{name}"
 
-    def text(self) -> str:
-        return "\n".join(self.declared + self.lines) + "\n"
+    def written(self) -> tuple[str, dict, dict]:
+        return "\n".join(self.declared + self.lines) + "\n", self.buffers, self.owners
 
 
 _DTYPE = {"f": "f32", "i": "i32", "b": "bool"}
 
 
-def _grid(*columns: tuple[str, ...]) -> list[np.ndarray]:
-    """Every combination of the columns' classes, one element each: a vector per column."""
-    rows = list(itertools.product(*columns))
-    return [_f32([row[k] for row in rows]) for k in range(len(columns))]
+def _grid(*columns: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:
+    """Every combination of the columns' classes: a row each."""
+    return tuple(itertools.product(*columns))
 
 
-def rule_cases(op: str) -> list[Enumerated]:
-    """`op`'s rule at every value class of each operand and of g, a program for each kind of
-    operand (small, so that a divergence is reduced and explained at little cost):
-    `loaded`, both operands loaded over every pair of classes (a tie on the diagonal);
-    `second`, the gradient of that gradient; `same`, the operand twice; `literal-right` and
-    `literal-left`, each class as a literal on that side. A unary op: its operand over every
-    class, and the second derivative."""
-    about = f"the rule of {op}"
-    g_said = f"g of each of {len(G_CLASSES)} classes"
-    if OPS[op].arity == 1:
-        found = []
-        for second in (False, True):
-            p = _Program()
-            a, g = _grid(VALUE_CLASSES, G_CLASSES)
-            p.lines += [f"%xa = load {p.buffer('a', a)}", f"%wv = load {p.buffer('w', g)}",
-                        f"%y = {op} %xa"]
-            first = p.gradient("da", "%y", "%wv", "%xa", a.shape, stored=not second)
-            if second:
-                p.gradient("dda", first, "%wv", "%xa", a.shape)
-            found.append(Enumerated(f"{op}/{'second' if second else 'loaded'}", op, p.text(),
-                                    p.buffers, f"{about} at each of {len(VALUE_CLASSES)} "
-                                    f"value classes, with {g_said}"
-                                    + ("; its second derivative" if second else "")))
-        return found
-    found = []
-    for kind in ("loaded", "second"):
+def _vectors(rows: Sequence[tuple[str, ...]]) -> list[np.ndarray]:
+    """The rows' columns, each a vector: f32 of the literals, bool of "true" and "false"."""
+    columns = list(zip(*rows, strict=True)) if rows else []
+    return [np.array([t == "true" for t in column]) if column[0] in _TRUTHS else _f32(column)
+            for column in columns]
+
+
+_TRUTHS = ("true", "false")
+
+
+def _unary(op: str, second: bool) -> Callable[[Sequence[tuple[str, ...]]], tuple[str, dict, dict]]:
+    def write(rows):
         p = _Program()
-        a, b, g = _grid(VALUE_CLASSES, VALUE_CLASSES, G_CLASSES)
+        a, g = _vectors(rows)
+        p.lines += [f"%xa = load {p.buffer('a', a)}", f"%wv = load {p.buffer('w', g)}",
+                    f"%y = {op} %xa"]
+        first = p.gradient("da", "%y", "%wv", "%xa", a.shape, stored=not second)
+        if second:
+            p.gradient("dda", first, "%wv", "%xa", a.shape)
+        return p.written()
+    return write
+
+
+def _binary(op: str, second: bool) -> Callable[[Sequence[tuple[str, ...]]], tuple[str, dict, dict]]:
+    def write(rows):
+        p = _Program()
+        a, b, g = _vectors(rows)
         p.lines += [f"%xa = load {p.buffer('a', a)}", f"%xb = load {p.buffer('b', b)}",
                     f"%wv = load {p.buffer('w', g)}", f"%y = {op} %xa %xb"]
-        second = kind == "second"
         da = p.gradient("da", "%y", "%wv", "%xa", a.shape, stored=not second)
         db = p.gradient("db", "%y", "%wv", "%xb", a.shape, stored=not second)
         if second:
             p.gradient("dda", da, "%wv", "%xa", a.shape)
             p.gradient("ddb", db, "%wv", "%xb", a.shape)
             p.gradient("dab", da, "%wv", "%xb", a.shape)
-        found.append(Enumerated(f"{op}/{kind}", op, p.text(), p.buffers, (
-            f"{about} at every pair of {len(VALUE_CLASSES)} value classes (ties on the "
-            f"diagonal), with {g_said}" + ("; its second derivatives" if second else ""))))
-    for kind in ("same", "literal-right", "literal-left"):
+        return p.written()
+    return write
+
+
+def _with_literals(op: str, kind: str) -> Callable[[Sequence[tuple[str, ...]]], tuple[str, dict, dict]]:
+    """`op` with its operand twice (`same`), or with each class as a literal on one side
+    (`literal-right`, `literal-left`; where's sides both, under a literal condition of each
+    truth, when `op` is where: `literal-condition`, `literal-value`)."""
+    def write(rows):
         p = _Program()
-        other, g = _grid(VALUE_CLASSES, G_CLASSES)
+        other, g = _vectors(rows)
         p.lines += [f"%xo = load {p.buffer('o', other)}", f"%wv = load {p.buffer('w', g)}"]
-        written = [("", "%xo %xo")] if kind == "same" else [
-            (str(k), f"%xo {literal}" if kind == "literal-right" else f"{literal} %xo")
-            for k, literal in enumerate(VALUE_CLASSES)]
-        for k, operands in written:
-            p.lines.append(f"%y{k} = {op} {operands}")
-            p.gradient(f"d{k}", f"%y{k}", "%wv", "%xo", other.shape)
-        found.append(Enumerated(f"{op}/{kind}", op, p.text(), p.buffers, (
+        conditions = ("true ", "false ") if op == "where" else ("",)
+        for condition in conditions:
+            if kind in ("same", "literal-condition"):
+                written = [("", "%xo %xo")]
+            else:
+                sides = "rl" if kind == "literal-value" else kind.split("-")[1][0]
+                written = [(f"{side}{k}", f"%xo {literal}" if side == "r" else f"{literal} %xo")
+                           for k, literal in enumerate(VALUE_CLASSES) for side in sides]
+            for k, operands in written:
+                name = f"{condition.strip()}{k}"
+                p.lines.append(f"%y{name} = {op} {condition}{operands}")
+                p.gradient(f"d{name}", f"%y{name}", "%wv", "%xo", other.shape)
+        return p.written()
+    return write
+
+
+def rule_cases(op: str) -> list[Enumerated]:
+    """`op`'s rule at every value class of each operand and of g, a program for each kind of
+    operand: `loaded`, both operands loaded over every pair of classes (a tie on the
+    diagonal); `second`, the gradient of that gradient; `same`, the operand twice;
+    `literal-right` and `literal-left`, each class as a literal on that side. A unary op:
+    its operand over every class, and the second derivative."""
+    about = f"the rule of {op}"
+    g_said = f"g of each of {len(G_CLASSES)} classes"
+    if OPS[op].arity == 1:
+        return [Enumerated(f"{op}/{'second' if second else 'loaded'}", op,
+                           f"{about} at each of {len(VALUE_CLASSES)} value classes, with "
+                           f"{g_said}" + ("; its second derivative" if second else ""),
+                           _grid(VALUE_CLASSES, G_CLASSES), _unary(op, second))
+                for second in (False, True)]
+    found = [Enumerated(f"{op}/{kind}", op, (
+        f"{about} at every pair of {len(VALUE_CLASSES)} value classes (ties on the "
+        f"diagonal), with {g_said}" + ("; its second derivatives" if kind == "second" else "")),
+        _grid(VALUE_CLASSES, VALUE_CLASSES, G_CLASSES), _binary(op, kind == "second"))
+        for kind in ("loaded", "second")]
+    for kind in ("same", "literal-right", "literal-left"):
+        found.append(Enumerated(f"{op}/{kind}", op, (
             f"{about} with its operand twice, at every value class" if kind == "same" else
             f"{about} with a literal of each of {len(VALUE_CLASSES)} value classes on the "
             f"{kind.split('-')[1]}, the other operand loaded, of every class")
-            + f", and {g_said}"))
+            + f", and {g_said}", _grid(VALUE_CLASSES, G_CLASSES), _with_literals(op, kind)))
     return found
+
+
+def _where_loaded(rows):
+    p = _Program()
+    a, b, g, c = _vectors(rows)
+    p.lines += [f"%xa = load {p.buffer('a', a)}", f"%xb = load {p.buffer('b', b)}",
+                f"%wv = load {p.buffer('w', g)}", f"%cv = load {p.buffer('c', c)}",
+                "%y = where %cv %xa %xb"]
+    p.gradient("da", "%y", "%wv", "%xa", a.shape)
+    p.gradient("db", "%y", "%wv", "%xb", a.shape)
+    return p.written()
 
 
 def where_cases() -> list[Enumerated]:
     """where's rule: g of every class to the selected side and 0.0 to the other: `loaded`
-    (the condition and both sides loaded), `literal-condition` (true and false, each side the
-    same loaded operand) and `literal-value` (each class as a literal on either side, with a
-    literal condition of each truth)."""
-    found = []
-    p = _Program()
-    a, b, g = _grid(VALUE_CLASSES, VALUE_CLASSES, G_CLASSES)
-    p.lines += [f"%xa = load {p.buffer('a', a)}", f"%xb = load {p.buffer('b', b)}",
-                f"%wv = load {p.buffer('w', g)}",
-                f"%cv = load {p.buffer('c', np.arange(a.size) % 2 == 0)}",
-                "%y = where %cv %xa %xb"]
-    p.gradient("da", "%y", "%wv", "%xa", a.shape)
-    p.gradient("db", "%y", "%wv", "%xb", a.shape)
-    found.append(Enumerated("where/loaded", "where", p.text(), p.buffers, (
+    (the condition of each truth and both sides loaded), `literal-condition` (true and
+    false, each side the same loaded operand) and `literal-value` (each class as a literal
+    on either side, with a literal condition of each truth)."""
+    found = [Enumerated("where/loaded", "where", (
         "the rule of where, the condition true and false, each side of every value class, "
-        f"with g of each of {len(G_CLASSES)} classes")))
+        f"with g of each of {len(G_CLASSES)} classes"),
+        _grid(VALUE_CLASSES, VALUE_CLASSES, G_CLASSES, _TRUTHS), _where_loaded)]
     for kind in ("literal-condition", "literal-value"):
-        p = _Program()
-        other, g = _grid(VALUE_CLASSES, G_CLASSES)
-        p.lines += [f"%xo = load {p.buffer('o', other)}", f"%wv = load {p.buffer('w', g)}"]
-        for truth in ("true", "false"):
-            written = [("", "%xo %xo")] if kind == "literal-condition" else [
-                (f"{side}{k}", f"%xo {literal}" if side == "r" else f"{literal} %xo")
-                for k, literal in enumerate(VALUE_CLASSES) for side in "rl"]
-            for k, operands in written:
-                p.lines.append(f"%y{truth}{k} = where {truth} {operands}")
-                p.gradient(f"d{truth}{k}", f"%y{truth}{k}", "%wv", "%xo", other.shape)
-        found.append(Enumerated(f"where/{kind}", "where", p.text(), p.buffers, (
+        found.append(Enumerated(f"where/{kind}", "where", (
             "the rule of where with a literal condition of each truth, "
             + ("the same loaded operand on both sides" if kind == "literal-condition" else
                f"a literal of each of {len(VALUE_CLASSES)} value classes on either side")
-            + f", and g of each of {len(G_CLASSES)} classes")))
+            + f", and g of each of {len(G_CLASSES)} classes"),
+            _grid(VALUE_CLASSES, G_CLASSES), _with_literals("where", kind)))
     return found
+
+
+def _reduce(op: str) -> Callable[[Sequence[tuple[str, ...]]], tuple[str, dict, dict]]:
+    def write(rows):
+        p = _Program()
+        first, second, g = _vectors(rows)
+        pairs = np.stack([first, second], axis=1)  # [n, 2]: a row per combination
+        x = p.buffer("x", pairs)
+        w = p.buffer("w", g.reshape(-1, 1))
+        wt = p.buffer("wt", g.reshape(1, -1))
+        p.lines += [f"%xv = load {x}", f"%wv = load {w}", f"%wtv = load {wt}",
+                    f"%xt = reshape %xv shape=[2, {pairs.shape[0]}]",
+                    f"%r = reduce %xv op={op} axis=[1]", f"%rt = reduce %xt op={op} axis=[0]"]
+        p.gradient("rows", "%r", "%wv", "%xv", pairs.shape)
+        p.gradient("columns", "%rt", "%wtv", "%xv", pairs.shape)
+        return p.written()
+    return write
 
 
 def reduce_case(op: str) -> Enumerated:
     """reduce op=OP's rule over rows of two elements of every pair of classes (a tie, a NaN,
     both zeros of a row: reduce max's count and its shares), each row's g of every class;
-    over the first axis and over the last."""
-    p = _Program()
-    first, second, g = _grid(VALUE_CLASSES, VALUE_CLASSES, G_CLASSES)
-    rows = np.stack([first, second], axis=1)  # [n, 2]: a row per combination
-    x = p.buffer("x", rows)
-    w = p.buffer("w", g.reshape(-1, 1))
-    wt = p.buffer("wt", g.reshape(1, -1))
-    p.lines += [f"%xv = load {x}", f"%wv = load {w}", f"%wtv = load {wt}",
-                f"%xt = reshape %xv shape=[2, {rows.shape[0]}]",
-                f"%r = reduce %xv op={op} axis=[1]", f"%rt = reduce %xt op={op} axis=[0]"]
-    p.gradient("rows", "%r", "%wv", "%xv", rows.shape)
-    p.gradient("columns", "%rt", "%wtv", "%xv", rows.shape)
-    return Enumerated(f"reduce.{op}/rows", "reduce", p.text(), p.buffers, (
+    over the last axis, and over the first of the same elements reshaped (the columns of
+    [2, n] pair other combinations' elements, so narrowing keeps only the rows' pairs)."""
+    return Enumerated(f"reduce.{op}/rows", "reduce", (
         f"the rule of reduce op={op} over rows of every pair of {len(VALUE_CLASSES)} value "
         f"classes, with g of each of {len(G_CLASSES)} classes, over the last axis and the "
-        "first"))
+        "first"), _grid(VALUE_CLASSES, VALUE_CLASSES, G_CLASSES), _reduce(op))
+
+
+# Identity (SPEC.md, "Hash consing"): pairs of statements, P and Q, that the spec makes one
+# node or two, each written in another way the grammar allows. A program holds a row per
+# pair: loss = sum(P * 0.7 + Q * -1.3), and its gradients against P and against Q, which are
+# both 0.7 + -1.3 when P and Q are one node and 0.7 and -1.3 when they are two. Each row:
+# (P's name, P's statement, lines between, Q's name, Q's statement). The reference decides
+# which they are; `tests/test_enumerations.py` holds that it decides as the spec says.
+_ORDERS = (("add %x %z", "add %z %x"), ("mul %x %z", "mul %z %x"), ("max %x %z", "max %z %x"),
+           ("mul %x 2.0", "mul 2.0 %x"), ("max %x 0.0", "max 0.0 %x"),
+           ("max %x 0.0", "max %x -0.0"), ("mul %x 0.0", "mul %x -0.0"))
+_ATTRIBUTES = tuple((f"reduce %xm op={op} axis=[1]", f"reduce %xm axis=[1] op={op}")
+                    for op in ("add", "max")) + (
+    ("reduce %xm op=add axis=[1]", "reduce %xm op=max axis=[1]"),)
+_LOADS = (("load %in", "", "load %in"), ("load %in", "store %oth %z", "load %in"),
+          ("load %in", "store %in %z", "load %in"), ("load %in", "store %in %x", "load %in"),
+          ("load %in", "%e{k} = load %in 1", "load %in"))
+_CALLS = (("call @f %x %z", "call @f %x %z"), ("call @f %x %z", "call @g %x %z"),
+          ("call @f %x %z", "call @f %z %x"), ("call @f %x %z", "call @h %x %z"))
+# Names the grammar allows ('%' [A-Za-z_][A-Za-z0-9_.]*) that differ only in a dot, an
+# underscore, a letter's case or a trailing dot: two values, or one written twice.
+_NAMES = (("%t1", "%t.1"), ("%t1", "%t_1"), ("%t.1", "%t_1"), ("%t1", "%T1"), ("%t1.", "%t1"),
+          ("%a.b", "%a_b"), ("%_", "%__"), ("%t.1.2", "%t.12"))
+# Each body's names its own, so that no expectation rests on how bodies' names are scoped.
+_FUNCTIONS = tuple(line for f, op in (("f", "mul"), ("g", "mul"), ("h", "add")) for line in (
+    f"def @{f} %p{f} %q{f}", f"  %r{f} = {op} %p{f} %q{f}", f"  return %r{f}", f"end @{f}"))
+
+
+def _spellings(text: str) -> list[str]:
+    """Other spellings of the f32 literal `text` with its bits: the generators' respellings
+    (2.0 as 2., 2e0, ...) and the exact decimal of its value (1e-45 as
+    1.401298464324817e-45), which rounds back to it."""
+    from gradient_conformance.generators.writer import respellings
+    found = respellings(text)
+    bits = exact.f32_from_text(text)
+    if text not in ("inf", "-inf", "nan"):
+        decimal = repr(exact.decode(bits))
+        if decimal not in found and decimal != text and exact.f32_from_text(decimal) == bits:
+            found.append(decimal)
+    return found
+
+
+def _past_midpoints() -> list[tuple[str, str]]:
+    """Pairs (a, d): an f32 literal a of even mantissa, and a decimal d just past the midpoint
+    between a and the next f32 away from zero, which rounds to that next f32 (SPEC.md: the
+    decimal rounded to the nearest f32), though read as a binary64 first (the midpoint
+    itself) it would tie to even, back to a: two nodes, or one for a reader that rounds
+    twice. At 1.0, -1.0 and 0.0 (whose next is the smallest subnormal)."""
+    from decimal import Decimal, localcontext
+    found = []
+    for a in ("1.0", "-1.0", "0.0"):
+        bits = exact.f32_from_text(a)
+        value, after = exact.decode(bits), exact.decode(bits + 1)
+        if a.startswith("-"):
+            value, after = exact.decode(bits), -exact.decode((bits & 0x7FFFFFFF) + 1)
+        with localcontext() as context:
+            context.prec = 400  # exact: both are dyadic, of fewer than 160 digits
+            midpoint = (Decimal(value) + Decimal(after)) / 2
+        decimal = f"{midpoint:f}" + ("" if "." in f"{midpoint:f}" else ".") + "0000001"
+        if a == "0.0":
+            decimal = f"{midpoint:e}".replace("e", "000001e")
+        found.append((a, decimal))
+    return found
+
+
+def identity_rows(group: str) -> tuple[tuple[str, ...], ...]:
+    """The rows of an identity group (`_identity`): `literals`, each literal class and the
+    generators' literals in every other spelling of its bits, on either side; `order`,
+    operands in the other order and the zeros; `attributes`, in either order; `loads`, a
+    buffer loaded twice with nothing, a store to another buffer, a store to it, or a load
+    of one element between; `calls`, the same call twice, another function with the same
+    body, the operands swapped; `names`, names that differ only in punctuation or case,
+    holding two values and one."""
+    from gradient_conformance.generators.writer import F32_LITERALS
+    if group == "literals":
+        classes = dict.fromkeys(VALUE_CLASSES + F32_LITERALS)
+        return tuple(("%p", f"mul %x {t}" if right else f"mul {t} %x", "",
+                      "%q", f"mul %x {r}" if right else f"mul {r} %x")
+                     for t in classes for r in _spellings(t) for right in (True, False)) + \
+            tuple(("%p", f"mul %x {t}", "", "%q", f"mul %x {r}") for t, r in _past_midpoints())
+    if group == "order":
+        return tuple(("%p", a, "", "%q", b) for a, b in _ORDERS)
+    if group == "attributes":
+        return tuple(("%p", a, "", "%q", b) for a, b in _ATTRIBUTES)
+    if group == "loads":
+        return tuple(("%p", a, between, "%q", b) for a, between, b in _LOADS)
+    if group == "calls":
+        return tuple(("%p", a, "", "%q", b) for a, b in _CALLS)
+    return tuple((pn, first, "", qn, second) for pn, qn in _NAMES
+                 for first, second in (("mul %x 2.0", "mul %x 3.0"),
+                                       ("mul %x 2.0", "mul %x 2.0")))
+
+
+IDENTITY_GROUPS = ("literals", "order", "attributes", "loads", "calls", "names")
+
+
+def _identity(rows):
+    p = _Program()
+    if any("call" in row[1] + row[4] for row in rows):
+        p.declared += _FUNCTIONS
+    x = p.buffer("in", np.array([0.75, -1.5, 3.0], np.float32))
+    z = p.buffer("oth", np.array([2.0, -0.5, 1.25], np.float32))
+    m = p.buffer("mat", np.array([[0.5, -2.0], [1.5, 1.5], [-0.25, 4.0]], np.float32))
+    p.lines += [f"%x = load {x}", f"%z = load {z}", f"%xm = load {m}"]
+    for k, (p_name, first, between, q_name, second) in enumerate(rows):
+        p.row = k
+        pn, qn = f"{p_name}_{k}", f"{q_name}_{k}"
+        p.lines.append(f"{pn} = {first}")
+        p.lines += [line.format(k=k) for line in between.splitlines()]
+        p.lines += [f"{qn} = {second}", f"%mp_{k} = mul {pn} 0.7", f"%mq_{k} = mul {qn} -1.3",
+                    f"%s_{k} = add %mp_{k} %mq_{k}", f"%l_{k} = reduce %s_{k} op=add",
+                    f"%gp_{k} = gradient %l_{k} {pn}", f"%gq_{k} = gradient %l_{k} {qn}"]
+        shape = (3, 1) if first.startswith("reduce") else (3,)  # a reduce keeps its axes
+        p.output(f"p_{k}", f"%gp_{k}", shape)
+        p.output(f"q_{k}", f"%gq_{k}", shape)
+    p.row = None
+    return p.written()
+
+
+def identity_cases() -> list[Enumerated]:
+    """A program per identity group (`identity_rows`), a row per pair."""
+    return [Enumerated(f"identity/{group}", "hash consing", (
+        f"identity: {group}, pairs of statements that are one node or two (SPEC.md, "
+        "\"Hash consing\"), each with its gradient against both"),
+        identity_rows(group), _identity) for group in IDENTITY_GROUPS]
 
 
 def enumerated_cases() -> list[Enumerated]:

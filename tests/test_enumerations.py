@@ -10,9 +10,12 @@ from gradient_conformance.conformance.running import Reading
 from gradient_conformance.conformance.transports.loading import load
 from gradient_conformance.generators.enumerations import (
     G_CLASSES,
+    IDENTITY_GROUPS,
     VALUE_CLASSES,
     enumerated_cases,
     enumerated_ops,
+    identity_cases,
+    identity_rows,
     not_by_value,
 )
 from gradient_conformance.reference import exact
@@ -20,7 +23,7 @@ from gradient_conformance.reference.ops import OPS
 from gradient_conformance.reference.rules import RULES
 from tests.conftest import ROOT
 
-CASES = {case.name: case for case in enumerated_cases()}
+CASES = {case.name: case for case in [*enumerated_cases(), *identity_cases()]}
 
 
 def test_every_row_of_the_rules_is_enumerated_or_said_why_not():
@@ -31,7 +34,7 @@ def test_every_row_of_the_rules_is_enumerated_or_said_why_not():
     assert enumerated == {op for op in OPS if op in RULES and OPS[op].computed("f32")}
     for row in set(RULES) - enumerated:
         assert not_by_value(row), row
-    assert {name.split("/")[0] for name in CASES} == enumerated | {"where"} | {
+    assert {name.split("/")[0] for name in CASES} - {"identity"} == enumerated | {"where"} | {
         row for row in RULES if row.startswith("reduce.")}
     for op in enumerated:
         kinds = {"loaded", "second"} | ({"same", "literal-right", "literal-left"}
@@ -46,6 +49,8 @@ def test_each_case_holds_every_class_and_the_reference_runs_it():
     classes = {exact.f32_from_text(t) for t in VALUE_CLASSES}
     weights = {exact.f32_from_text(t) for t in G_CLASSES}
     for name, case in CASES.items():
+        if name.startswith("identity/"):
+            continue
         assert Reading(case.source).outcome(case.buffers).status == "ok", name
         arrays = {k: set(a.view("uint32").ravel().tolist()) for k, a in case.buffers.items()
                   if a.dtype.kind == "f"}
@@ -59,6 +64,10 @@ def test_each_case_holds_every_class_and_the_reference_runs_it():
     ("variant:max-tie-first", "max/loaded"),
     ("variant:signed-zero-literals-merged", "mul/literal-right"),
     ("variant:recip-form", "recip/loaded"),
+    ("variant:no-hash-consing", "identity/loads"),
+    ("variant:attributes-in-written-order", "identity/attributes"),
+    ("variant:literals-through-binary64", "identity/literals"),
+    ("variant:signed-zero-literals-merged", "identity/order"),
 ])
 def test_a_fault_at_one_class_is_caught_by_construction(impl, case):
     """Faults that show only at a signed zero, a NaN in a row, a tie or a literal: each
@@ -86,3 +95,54 @@ def test_a_source_that_cannot_draw_ends_the_experiment_s_search_there():
                        lambda k, example: example)
     feed(lambda trial: seen.append(trial) or True)
     assert seen == []
+
+
+def _one_node(case) -> list[bool]:
+    """For each row of an identity case, whether the spec makes its P and Q one node: the
+    gradients against them are then one value (0.7 + -1.3), else two (0.7 and -1.3)."""
+    outcome = Reading(case.source).outcome(case.buffers)
+    assert outcome.status == "ok", outcome.message
+    slots = sorted(s for s in outcome.buffers if s >= 3)
+    assert len(slots) == 2 * len(case.rows)
+    return [outcome.buffers[p].tobytes() == outcome.buffers[q].tobytes()
+            for p, q in zip(slots[::2], slots[1::2], strict=True)]
+
+
+def test_the_reference_makes_one_node_of_what_the_spec_says_and_two_of_the_rest():
+    """SPEC.md, "Hash consing", row by row: a literal in every spelling of its bits is one
+    node (a decimal past a midpoint is the next f32's, not one rounded twice); operands in
+    another order, the other zero and another function are two; attributes in either order
+    are one; loads of a buffer are one unless a store to it comes between; names that differ
+    only in punctuation or case are two values, and one when they hold one statement."""
+    found = {case.name.split("/")[1]: _one_node(case) for case in identity_cases()}
+    assert set(found) == set(IDENTITY_GROUPS)
+    literals = identity_rows("literals")
+    # The last three rows: a literal, and a decimal just past its midpoint (_past_midpoints).
+    assert found["literals"] == [True] * (len(literals) - 3) + [False] * 3
+    assert len(literals) > 90
+    assert found["order"] == [False] * len(identity_rows("order"))
+    assert found["attributes"] == [True, True, False]
+    assert found["loads"] == [True, True, False, False, True]
+    assert found["calls"] == [True, False, False, False]
+    assert found["names"] == [False, True] * (len(identity_rows("names")) // 2)
+
+
+@pytest.mark.parametrize("name", ["max/loaded", "identity/loads", "reduce.max/rows"])
+def test_a_narrowed_case_is_the_same_program_of_the_combinations_kept(name):
+    """What the check reports (running.check_enumerated): the case narrowed to the
+    combinations at which an implementation differs, one element (or one pair) each; the
+    differing outputs map back to their combinations."""
+    case = CASES[name]
+    outcome = Reading(case.source).outcome(case.buffers)
+    last = len(case.rows) - 1
+    # The last element of the last output is the last combination's.
+    slot = max(outcome.buffers)
+    differing = {(slot, int(outcome.buffers[slot].size) - 1)}
+    assert case.combinations_of(differing) == [last]
+    narrowed = case.narrowed([0, last])
+    assert narrowed.rows == (case.rows[0], case.rows[last])
+    small = Reading(narrowed.source).outcome(narrowed.buffers)
+    assert small.status == "ok"
+    for slot, values in small.buffers.items():
+        assert values.shape[0] in (1, 2, 3) or values.shape == (1, 4), (slot, values.shape)
+    assert "narrowed to 2 of its" in narrowed.description

@@ -390,7 +390,7 @@ def _program_trial(key, label: str, reading: Reading, buffers, impl,
             return impl.build_only(reading.source)
         return impl.run_case(reading.source, buffers, reading.slots)
 
-    return Trial(key, label, reading.features, outcome, implementation)
+    return Trial(key, label, reading.reaches, outcome, implementation)
 
 
 def _tape_trial(key, label: str, tape, impl) -> Trial:

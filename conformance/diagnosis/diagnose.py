@@ -179,7 +179,7 @@ def decisions_of(reading: Reading, buffers, want: Outcome, *, build_only: bool) 
     on this program differs from the spec's `want`: the decisions the expectation rests on."""
     found = []
     for v in CATALOGUE.values():
-        if not v.decision or v.tape or not applies(v, reading.features):
+        if not v.decision or v.tape or not applies(v, reading.reaches):
             continue
         theirs = run_variant(reading, v.semantics(), buffers, build_only=build_only)
         if theirs is not None and compare(want, theirs) is not None:
@@ -253,7 +253,7 @@ def _diagnose_case(reading: Reading, buffers, want: Outcome, got: Outcome, ulps:
                    impl) -> Diagnosis:
     if got.status == "failure":
         return Diagnosis(reason="the implementation misbehaved: no variant of the spec does")
-    candidates = [v for v in CATALOGUE.values() if not v.tape and applies(v, reading.features)]
+    candidates = [v for v in CATALOGUE.values() if not v.tape and applies(v, reading.reaches)]
     build_only = got.status == "ok" and not got.buffers  # a check of rejections: built only
     outcomes = {v.name: run_variant(reading, v.semantics(), buffers, build_only=build_only)
                 for v in candidates}
@@ -352,7 +352,7 @@ def reproduced_by(finding: Finding, names) -> str | None:
             continue
         reading = case.reading
         if variant.tape or finding.got.status == "failure" or \
-                not applies(variant, reading.features):
+                not applies(variant, reading.reaches):
             continue
         build_only = finding.got.status == "ok" and not finding.got.buffers
         outcome = run_variant(reading, variant.semantics(), case.buffers,

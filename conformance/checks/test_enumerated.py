@@ -1,0 +1,46 @@
+"""Enumerated from the tables rather than drawn (generators/enumerations.py): every rule at
+every value class of its operands and of g, and every pair of statements the spec makes one
+node or two, written in each way the grammar allows. docs/generators.md, "Enumerations";
+SPEC.md, "The rules" and "Hash consing"."""
+
+from __future__ import annotations
+
+import pytest
+
+from gradient_conformance.conformance import running
+from gradient_conformance.generators.enumerations import enumerated_cases, identity_cases
+from gradient_conformance.reference.ops import TRANSCENDENTAL, features_of
+
+RANK = 3  # where the suite runs these checks (plugin.rank): cheaper, more telling first
+CASES = {case.name: case for case in enumerated_cases()}
+IDENTITY = {case.name.split("/")[1]: case for case in identity_cases()}
+BITS_WHY = ("does not claim bit-exact gradients (CAPABILITIES): the value classes enumerated "
+            "here have no true derivative to compare against")
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_rule_at_every_value_class(impl, tally, name):
+    """One rule's enumerated program, bit for bit, for an implementation that claims
+    bit-exact gradients (within its declared ulps where the rule's op is exp2, log2 or sin);
+    a divergence is reported on the program narrowed to a combination that differs
+    (running.check_enumerated)."""
+    if not impl.capabilities.get("bit_exact_gradients", True):
+        # At an infinity, a NaN or a signed zero the rules give exact values where no true
+        # derivative exists to compare with: what these programs are about is bits.
+        pytest.skip(BITS_WHY)
+    case = CASES[name]
+    tally.case(features_of(case.source))
+    ulps = impl.ulps(case.op) if case.op in TRANSCENDENTAL else 0
+    running.check_enumerated(impl, tally, case, ulps=ulps)
+
+
+@pytest.mark.parametrize("group", list(IDENTITY))
+def test_identity_in_every_spelling(impl, tally, group):
+    """Pairs of statements that are one node or two, each with the gradient against both
+    (which tells them apart: the loss weighs them 0.7 and -1.3), compared as the gradient
+    check compares: bit for bit, or against the true derivative for an implementation that
+    does not claim bit-exact gradients (the weights' sum then differs from either weight by
+    far more than any bound)."""
+    case = IDENTITY[group]
+    tally.case(features_of(case.source))
+    running.check_enumerated(impl, tally, case)
