@@ -266,6 +266,34 @@ def _memory(w: Writer, base) -> None:
     w.pool.append(Val(name, dtype, shape, reach, dirty=True, ranged=v.ranged))
 
 
+def _reload(w: Writer, base) -> None:
+    """Load an input buffer again (SPEC.md, "Hash consing"): with nothing between, or after a
+    store to another buffer, the same node as the load before it under another name; after a
+    store to it, a node of its own, reading what was stored (through memory, which no
+    gradient goes through)."""
+    if w.depth or not w.loaded:
+        return
+    buffer = w.choose(list(w.loaded))
+    before = w.loaded[buffer]
+    between = w.choose(("nothing", "a store to another buffer", "a store to it"))
+    if between != "nothing":
+        v = w.pick(before.dtype, before.shape, literal_ok=False)
+        target = buffer if between == "a store to it" else w.buffer(v.dtype, v.shape, "mem")
+        w.line(f"store {target} {v.text}")
+        w.used.add(v.text)
+    name = w.fresh("x")
+    w.line(f"{name} = load {buffer}")
+    if between == "a store to it":
+        reach = {name: False} if v.dtype == "f32" else {}
+        reach.update({u: True for u in v.reach})
+        again = Val(name, v.dtype, v.shape, reach, dirty=True, ranged=v.ranged)
+        w.loaded[buffer] = again
+    else:
+        again = Val(name, before.dtype, before.shape, dict(before.reach), before.dirty,
+                    before.ranged, is_load=before.is_load, tied=before.tied, node=before.key)
+    w.pool.append(again)
+
+
 def _call(w: Writer, base) -> None:
     if "call" in w.exclude:
         return
@@ -478,7 +506,7 @@ def _higher_order(w: Writer, base) -> None:
         return
     x = w.choose(xs)
     ys = [v for v in w.pool if v.dtype == "f32" and v.shape == () and not v.ranged
-          and v.reach.get(x.text) is False and not v.dirty]
+          and v.reach.get(x.key) is False and not v.dirty]
     if not ys:
         return
     g = w.gradient(w.choose(ys), x)
@@ -567,7 +595,7 @@ PROGRAM_STEPS = (_f32_binary, _f32_unary, _detach, _reduce, _expand, _reshape, _
                  _compare, _i32_arithmetic, _i32_division, _i32_bits, _bool_binary, _bitcast,
                  _load_element, _memory,
                  _call, _loop, _gradient, _higher_order, _fan_in, _broadcast_back,
-                 _bitcast_round_trip)
+                 _bitcast_round_trip, _reload)
 # Their gradients come at the end (`_write`), of the latest values, so the walks are long.
 # One step per op of a positive argument, as often as a binary op: each has a rule whose
 # forms differ in the bits only when it lies on a gradient's path.
@@ -578,5 +606,5 @@ _smooth_sqrt = _smooth_unary_step(("sqrt",))
 DIFFERENTIABLE_STEPS = (_reuse, _f32_binary, _smooth_periodic, _smooth_recip, _smooth_log2,
                         _smooth_sqrt, _detach,
                         _reduce, _expand, _reshape, _where, _cast, _dead_end, _bitcast_f32,
-                        _fan_in, _broadcast_back, _bitcast_round_trip)
+                        _fan_in, _broadcast_back, _bitcast_round_trip, _reload)
 STEP_SETS = {"program": PROGRAM_STEPS, "differentiable": DIFFERENTIABLE_STEPS}

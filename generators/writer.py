@@ -60,6 +60,13 @@ class Val:
     # The values this one is the max of (a reduce op=max, expanded or reshaped): equal to
     # each of them somewhere, so a comparison or max against them ties.
     maxed: frozenset[str] = frozenset()
+    # The name of the node it is, when another name holds it too (a buffer loaded again
+    # with no store to it between: SPEC.md, "Hash consing"): what `reach` is keyed by.
+    node: str = ""
+
+    @property
+    def key(self) -> str:
+        return self.node or self.text
 
 
 class Writer:
@@ -79,6 +86,7 @@ class Writer:
         self._slots = itertools.count()
         self.functions: list[str] = []
         self.inputs: dict[tuple[str, tuple[int, ...]], str] = {}  # (dtype, shape) -> buffer
+        self.loaded: dict[str, Val] = {}  # an input buffer -> the node a load of it is now
         self.gradients = 0
         # Statements written alike are one node in the reference (hash consing), so the writer
         # keeps one Val for them too: (scope, right-hand side) -> Val.
@@ -186,6 +194,8 @@ class Writer:
         v = Val(name, dtype, shape, {name: False} if dtype == "f32" else {},
                 ranged=self.depth > 0, is_load=True)
         self.pool.append(v)
+        if not self.depth:
+            self.loaded[self.inputs[(dtype, shape)]] = v
         return v
 
     def pick(self, dtype: str, shape: tuple[int, ...], *, literal_ok: bool = True,
@@ -273,8 +283,8 @@ class Writer:
         through a node without a rule, not depending on an open range."""
         return [v for v in self.pool if v.dtype == "f32" and not v.ranged
                 and not v.literal and not v.maybe_literal
-                and (y.reach.get(v.text) is False
-                     or (include_unreached and v.text not in y.reach))]
+                and (y.reach.get(v.key) is False
+                     or (include_unreached and v.key not in y.reach))]
 
     def gradient(self, y: Val, x: Val) -> Val:
         """Write `gradient y x`. The result depends on all y depends on; if anything upstream of
@@ -286,7 +296,7 @@ class Writer:
         self.line(f"{name} = {text}")
         self.used.update((y.text, x.text))
         self.gradients += 1
-        reach = {u: y.dirty or x.dirty for u in y.reach if u != y.text}
+        reach = {u: y.dirty or x.dirty for u in y.reach if u != y.key}
         reach[name] = False
         g = Val(name, "f32", x.shape, reach, y.dirty or x.dirty, y.ranged or x.ranged,
                 maybe_literal=x.shape == ())
@@ -343,26 +353,46 @@ def respellings(text: str) -> list[str]:
 _F32_LITERAL = re.compile(r"^-?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$|^-?inf$|^nan$")
 
 
+def confusable(k: int) -> str:
+    """The k-th name of a program renamed (`respelled`): in fours that differ only in a dot,
+    an underscore or a letter's case (%t0, %t.0, %t_0, %T0, %t1, ...), all allowed by the
+    grammar ('%' [A-Za-z_][A-Za-z0-9_.]*) and all distinct, so that an implementation that
+    folds any of them together misreads the program."""
+    return ("%t{}", "%t.{}", "%t_{}", "%T{}")[k % 4].format(k // 4)
+
+
+_NAME = re.compile(r"%[A-Za-z_][A-Za-z0-9_.]*")
+
+
 def respelled(source: str, stream) -> str:
-    """`source` written otherwise, its meaning unchanged: attributes in reverse order, tokens
-    apart by two spaces, comments, f32 literals spelled otherwise (respellings). Each of the
-    four is one choice for the whole program; which spelling a literal takes follows from
-    its line, so that the text is a function of the choices."""
-    reorder, spaced, commented, literals = (stream.flip() for _ in range(4))
+    """`source` written otherwise, its meaning unchanged: attributes in reverse order (on
+    every line, or on every other line, so that one program writes them both ways), tokens
+    apart by two spaces, comments, f32 literals spelled otherwise (respellings), names
+    renamed to `confusable` ones. Each is one choice for the whole program; which spelling a
+    literal takes follows from its line, so that the text is a function of the choices."""
+    reorder, spaced, commented, literals, renamed = (stream.flip() for _ in range(5))
+    alternate = reorder and stream.flip()
+    names: dict[str, str] = {}
+    seen: dict[str, int] = {}  # a literal -> its spellings so far, from its first line
     lines = []
     for number, line in enumerate(source.splitlines(), start=1):
         indent = line[:len(line) - len(line.lstrip())]
+        if renamed:
+            line = _NAME.sub(lambda m: names.setdefault(m.group(), confusable(len(names))),
+                             line)
         tokens = line.split()
-        if reorder:
+        if reorder and (not alternate or number % 2):
             attributes = [k for k, t in enumerate(tokens) if "=" in t and t != "="]
             for k, t in zip(attributes, reversed([tokens[k] for k in attributes]), strict=True):
                 tokens[k] = t
         if literals:
             for k, t in enumerate(tokens):
                 if k and "=" not in t and _F32_LITERAL.match(t) and ("." in t or "e" in t):
-                    others = respellings(t)
-                    if others:
-                        tokens[k] = others[number % len(others)]
+                    # Each occurrence of a literal spelled the next way (as written among
+                    # them), from its line: one literal written two ways in one program.
+                    others = [t, *respellings(t)]
+                    seen[t] = seen.get(t, number) + 1
+                    tokens[k] = others[seen[t] % len(others)]
         text = indent + ("  " if spaced else " ").join(tokens)
         if commented and number % 3 == 0:
             text += "  # respelled"

@@ -121,6 +121,8 @@ SPECIFIC = [
     _c("reshape.rank-change", "a reshape to another rank", "shape"),
     _c("load.element", "a load of one element, by index", "shape"),
     _c("load.after-store", "a load reads what a store wrote", "dependence"),
+    _c("load.again", "a buffer loaded again with no store to it between (one node)",
+       "operand"),
     _c("store.element", "a store of one element, by index", "shape"),
     _c("store.literal", "a literal stored (broadcast)", "operand"),
     _c("range.nested", "a range inside a range", "shape"),
@@ -211,6 +213,11 @@ TEXT = [
     _c("text.comment", "a comment", "text"),
     _c("text.exponent-literal", "an f32 literal with an exponent", "text"),
     _c("text.literal-respelled", "an f32 literal spelled otherwise than the printer's", "text"),
+    _c("text.attributes-both-orders",
+       "one program writes attributes in the printer's order and in another", "text"),
+    _c("text.literal-two-spellings", "one program writes one f32 literal two ways", "text"),
+    _c("text.names-confusable",
+       "two names differ only in a '.', a '_' or a letter's case (%t.1, %t_1, %T1)", "text"),
 ]
 
 # Subjects that are no op of the table: statements of their own (store, range, call) and
@@ -638,18 +645,44 @@ class Reached:
             body = code.strip()
             if "\t" in code or "  " in body:
                 self.add("text.spacing")
+        orders, spellings, names = set(), {}, {}
+        loaded: dict[str, bool] = {}  # a buffer loaded whole -> stored to since
         for s in statements:
+            if s.op == "store" and s.operands[0].text in loaded:
+                loaded[s.operands[0].text] = True
+            if s.op == "load" and len(s.operands) == 1:
+                if loaded.get(s.operands[0].text) is False:
+                    self.add("load.again")
+                loaded[s.operands[0].text] = False
             keys = [k for k, _ in s.attrs]
             ranked = sorted(keys, key=lambda k: ATTRIBUTE_ORDER.index(k)
                             if k in ATTRIBUTE_ORDER else len(ATTRIBUTE_ORDER))
+            if len(keys) > 1:
+                orders.add(keys == ranked)
             if keys != ranked:
                 self.add("text.attributes-reordered")
+            for text in [s.target] if s.target else []:
+                names.setdefault(_folded(text), set()).add(text)
             for o in s.operands:
+                if o.kind == "name":
+                    names.setdefault(_folded(o.text), set()).add(o.text)
                 if o.kind == "f32":
+                    spellings.setdefault(o.canonical(), set()).add(o.text)
                     if "e" in o.text.lower():
                         self.add("text.exponent-literal")
                     if o.text != o.canonical():
                         self.add("text.literal-respelled")
+        if len(orders) == 2:
+            self.add("text.attributes-both-orders")
+        if any(len(texts) > 1 for texts in spellings.values()):
+            self.add("text.literal-two-spellings")
+        if any(len(texts) > 1 for texts in names.values()):
+            self.add("text.names-confusable")
+
+
+def _folded(name: str) -> str:
+    """A name with what `text.names-confusable` looks past taken out: '.', '_', case."""
+    return name.lower().replace(".", "").replace("_", "")
 
 
 def _enclosing_loops(statements: list) -> dict:
