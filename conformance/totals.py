@@ -112,10 +112,10 @@ def _checked(record) -> list[Divergence]:
 def condition_counts(value) -> dict[str, int]:
     """A record's conditions: the model's names with whole counts, whatever else came back
     (a record is data from another process)."""
-    from gradient_conformance.reference.conditions import CONDITIONS
+    from gradient_conformance.reference.conditions import MEASURED
     if not isinstance(value, dict):
         return {}
-    return {k: v for k, v in value.items() if k in CONDITIONS and type(v) is int and v > 0}
+    return {k: v for k, v in value.items() if k in MEASURED and type(v) is int and v > 0}
 
 
 def coverage(per_check: dict[str, dict[str, int]], generated=frozenset()) -> dict:
@@ -123,7 +123,7 @@ def coverage(per_check: dict[str, dict[str, int]], generated=frozenset()) -> dic
     model's
     size, how many conditions some check took, and those none did, in the model's order;
     and how many the `generated` checks (those Hypothesis drives) took alone, named."""
-    from gradient_conformance.reference.conditions import CONDITIONS
+    from gradient_conformance.reference.conditions import CONDITIONS, PAIRS, PRODUCTS
     reached = {name for counts in per_check.values() for name in counts}
     by_generated = {name for check, counts in per_check.items() if check in generated
                     for name in counts}
@@ -131,4 +131,13 @@ def coverage(per_check: dict[str, dict[str, int]], generated=frozenset()) -> dic
             "unreached": [name for name in CONDITIONS if name not in reached],
             "says": {name: c.says for name, c in CONDITIONS.items() if name not in reached},
             "generated": sorted(c for c in generated if c in per_check),
-            "generated_reached": len(by_generated & set(CONDITIONS))}
+            "generated_reached": len(by_generated & set(CONDITIONS)),
+            "products": _share(PRODUCTS, reached, by_generated),
+            "pairs": _share(PAIRS, reached, by_generated)}
+
+
+def _share(model, reached: set[str], by_generated: set[str]) -> dict:
+    """How much of `model` (the products or the pairs) a run took, and its generated checks
+    alone."""
+    return {"model": len(model), "reached": len(reached & set(model)),
+            "generated_reached": len(by_generated & set(model))}

@@ -19,6 +19,7 @@ or one of the program-wide subjects of `SUBJECTS`.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -29,7 +30,7 @@ from . import errors, exact
 from .gradient import between, reachable
 from .graph import ATTRIBUTE_ORDER, Node
 from .interp import reduced_rows
-from .ops import OPS, REDUCE_OPS, elementwise
+from .ops import FEATURES, OPS, REDUCE_OPS, elementwise, features_of_statements
 from .program import Define, Loop, Program, Store, walk
 from .rules import RULES, rule_key
 
@@ -229,6 +230,93 @@ CONDITIONS: dict[str, Condition] = {c.name: c for c in (
     _per_op() + SPECIFIC + REDUCE + RULE_CONDITIONS + WALK + DEPENDENCE + REJECTIONS + TEXT)}
 
 
+# --- products, derived from the tables ----------------------------------------------------------
+# The conditions above name each path once; what a conditional fault needs is a path at a class
+# of value, at an operand position, with an operand of a kind, and the gradient g of a class.
+# `PRODUCTS` crosses them, from the op and rules tables: a new op or row gets its products with
+# no line here. `PAIRS`: two features of the IR in one program (a covering array's figure).
+
+# The classes of f32 value a rule treats apart, by bits, each with the literal that is one
+# (generators/enumerations.py writes every combination of them): both zeros, subnormals, tiny
+# normals (|a| < 2^-64: a square underflows), exactly one, ordinary normals, huge values
+# (|a| >= 2^64: a square overflows), infinities, NaN. An ordinary one has a full mantissa, so
+# that two forms of a rule that round apart on most inputs round apart on it too.
+VALUE_CLASSES: dict[str, str] = {
+    "zero": "0.0", "-zero": "-0.0", "subnormal": "1e-45", "-subnormal": "-1e-45",
+    "tiny": "1.1754944e-38", "-tiny": "-1.1754944e-38", "one": "1.0", "-one": "-1.0",
+    "normal": "1.2345678", "-normal": "-2.7182817", "huge": "3e19", "-huge": "-3e19",
+    "inf": "inf",
+    "-inf": "-inf", "nan": "nan"}
+# The classes of the gradient g reaching a rule that the products follow, each with the
+# literal that is one: 1.0 (what a loss sends), negative, both zeros, NaN, subnormal, huge.
+G_CLASSES: dict[str, str] = {
+    "one": "1.0", "-normal": "-1.7320508", "zero": "0.0", "-zero": "-0.0", "nan": "nan",
+    "subnormal": "1e-45", "huge": "3e38"}
+_BOUNDS = (0x00000001, 0x00800000, 0x1F800000, 0x3F800000, 0x3F800001, 0x5F800000,
+           0x7F800000, 0x7F800001)  # magnitudes' bits where the classes start
+_BY_MAGNITUDE = ("zero", "subnormal", "tiny", "normal", "one", "normal", "huge", "inf", "nan")
+
+
+def value_classes_of(bits) -> set[str]:
+    """The VALUE_CLASSES of f32 elements given as bits (an array or a scalar)."""
+    flat = np.asarray(bits, dtype=np.int64).ravel() & 0xFFFFFFFF
+    magnitude, negative = flat & 0x7FFFFFFF, flat >> 31
+    index = np.searchsorted(np.array(_BOUNDS), magnitude, side="right")
+    found = set()
+    for k, sign in set(zip(index.tolist(), negative.tolist(), strict=True)):
+        name = _BY_MAGNITUDE[k]
+        found.add(f"-{name}" if sign and name != "nan" else name)
+    return found
+
+
+OPERAND_KINDS = ("loaded", "literal", "computed", "same")
+
+
+def product_rows() -> dict[str, tuple[int, ...]]:
+    """The rows of RULES the products cross, each with its operand positions that carry a
+    share: elementwise f32 ops' rows (every operand; where's two values, not its condition)
+    and reduce's (its one operand)."""
+    rows: dict[str, tuple[int, ...]] = {}
+    for key in RULES:
+        op = OPS[key.split(".")[0]]
+        if op.computed("f32") is not None:
+            rows[key] = tuple(range(op.arity))
+        elif op.arity == 3:
+            rows[key] = (1, 2)
+        elif key.startswith("reduce."):
+            rows[key] = (0,)
+    return rows
+
+
+def _products() -> list[Condition]:
+    found = []
+    for row, positions in product_rows().items():
+        # A rule meets the same operand twice only with two positions, and a literal only
+        # beside an operand on the path: never as a unary op's or a reduce's only one.
+        kinds = [k for k in OPERAND_KINDS if (k != "same" or len(positions) == 2)
+                 and (k != "literal" or len(positions) == 2)]
+        for position in positions:
+            for kind in kinds:
+                for name in VALUE_CLASSES:
+                    found.append(_c(f"product.{row}.{position}.{kind}.{name}",
+                                    f"{row}'s rule, operand {position} {kind}, a {name} "
+                                    "element", "product"))
+        for name in G_CLASSES:
+            found.append(_c(f"product.{row}.g.{name}", f"{row}'s rule with g {name} at some "
+                            "element", "product"))
+    return found
+
+
+PRODUCTS: dict[str, Condition] = {c.name: c for c in _products()}
+PAIR_FEATURES = tuple(sorted(f for f in FEATURES if ":" not in f))
+PAIRS: dict[str, Condition] = {
+    f"pair.{a}+{b}": _c(f"pair.{a}+{b}", f"{a} and {b} in one program", "pair")
+    for a, b in itertools.combinations(PAIR_FEATURES, 2)}
+# Every name a case can take: the conditions, the products and the pairs.
+MEASURED: dict[str, Condition] = {**CONDITIONS, **PRODUCTS, **PAIRS}
+_PRODUCT_ROWS = product_rows()
+
+
 # --- measuring one case ------------------------------------------------------------------------
 
 
@@ -265,9 +353,11 @@ class Reached:
         self.names: set[str] = set()
         self._built: frozenset[Node] = frozenset()  # nodes a rule built
         self._visited: frozenset[Node] = frozenset()  # nodes a walk passed shares through
+        self._sites: dict[Node, str] = {}  # a node a rule of PRODUCTS passed shares through
+        self._g_of: dict[Node, set[str]] = {}  # a g that reached such a node -> their rows
 
     def add(self, name: str) -> None:
-        assert name in CONDITIONS, name
+        assert name in MEASURED, name
         self.names.add(name)
 
     # --- the run -----------------------------------------------------------------------
@@ -301,6 +391,26 @@ class Reached:
             self.add("rule.subnormal")
         if node in self._visited:
             self._visited_values(node, args, tied)
+        self._products(node, args, result)
+
+    def _products(self, node: Node, args: list, result) -> None:
+        """The products (PRODUCTS) a node took: as a rule's node, each operand's position,
+        kind and classes; as the g reaching rules' nodes, its classes."""
+        for row in self._g_of.get(node, ()):
+            for name in value_classes_of(result) if node.dtype == "f32" else ():
+                if name in G_CLASSES:
+                    self.add(f"product.{row}.g.{name}")
+        row = self._sites.get(node)
+        if row is None:
+            return
+        operands, positions = node.operands, _PRODUCT_ROWS[row]
+        same = len(positions) == 2 and operands[positions[0]] is operands[positions[1]]
+        for position in positions:
+            operand = operands[position]
+            kind = ("same" if same else "literal" if operand.is_literal else
+                    "loaded" if operand.op == "load" else "computed")
+            for name in value_classes_of(args[position]):
+                self.add(f"product.{row}.{position}.{kind}.{name}")
 
     # Complex on purpose: one test per value condition of an f32 op; split, the model would be
     # scattered.
@@ -433,6 +543,7 @@ class Reached:
                     built.update(s.created)
                     self._expansion(program, s, statements, enclosing.get(s, ()))
                     visited.update(v.node for v in s.expansion.visits if v.passed)
+                    self._product_sites(s.expansion.visits)
             elif isinstance(s, Store):
                 if s.index is not None:
                     self.add("store.element")
@@ -448,6 +559,15 @@ class Reached:
             for d in instance.statements:
                 self._structure(d.node)
         self._built, self._visited = frozenset(built), frozenset(visited)
+
+    def _product_sites(self, visits) -> None:
+        """The nodes of a walk whose rule the products follow, and the g that reached each."""
+        for v in visits:
+            row = rule_key(v.node)
+            if v.passed and row in _PRODUCT_ROWS and v.node.dtype == "f32":
+                self._sites[v.node] = row
+                if v.gradient is not None:
+                    self._g_of.setdefault(v.gradient, set()).add(row)
 
     # Complex on purpose: one test per structural condition; split, the model would be scattered.
     def _structure(self, node: Node) -> None:  # noqa: C901
@@ -645,6 +765,24 @@ class Reached:
             body = code.strip()
             if "\t" in code or "  " in body:
                 self.add("text.spacing")
+        self._identity_text(statements)
+        for s in statements:
+            keys = [k for k, _ in s.attrs]
+            ranked = sorted(keys, key=lambda k: ATTRIBUTE_ORDER.index(k)
+                            if k in ATTRIBUTE_ORDER else len(ATTRIBUTE_ORDER))
+            if keys != ranked:
+                self.add("text.attributes-reordered")
+            for o in s.operands:
+                if o.kind == "f32":
+                    if "e" in o.text.lower():
+                        self.add("text.exponent-literal")
+                    if o.text != o.canonical():
+                        self.add("text.literal-respelled")
+
+    def _identity_text(self, statements) -> None:
+        """What of the text decides which statements are one node: a buffer loaded again,
+        attributes written both ways, a literal two ways, names that differ only in a dot, an
+        underscore or a letter's case; and the pairs of features the program holds."""
         orders, spellings, names = set(), {}, {}
         loaded: dict[str, bool] = {}  # a buffer loaded whole -> stored to since
         for s in statements:
@@ -655,12 +793,9 @@ class Reached:
                     self.add("load.again")
                 loaded[s.operands[0].text] = False
             keys = [k for k, _ in s.attrs]
-            ranked = sorted(keys, key=lambda k: ATTRIBUTE_ORDER.index(k)
-                            if k in ATTRIBUTE_ORDER else len(ATTRIBUTE_ORDER))
             if len(keys) > 1:
-                orders.add(keys == ranked)
-            if keys != ranked:
-                self.add("text.attributes-reordered")
+                orders.add(keys == sorted(keys, key=lambda k: ATTRIBUTE_ORDER.index(k)
+                                          if k in ATTRIBUTE_ORDER else len(ATTRIBUTE_ORDER)))
             for text in [s.target] if s.target else []:
                 names.setdefault(_folded(text), set()).add(text)
             for o in s.operands:
@@ -668,10 +803,9 @@ class Reached:
                     names.setdefault(_folded(o.text), set()).add(o.text)
                 if o.kind == "f32":
                     spellings.setdefault(o.canonical(), set()).add(o.text)
-                    if "e" in o.text.lower():
-                        self.add("text.exponent-literal")
-                    if o.text != o.canonical():
-                        self.add("text.literal-respelled")
+        features = sorted(f for f in features_of_statements(statements) if f in PAIR_FEATURES)
+        for a, b in itertools.combinations(features, 2):
+            self.add(f"pair.{a}+{b}")
         if len(orders) == 2:
             self.add("text.attributes-both-orders")
         if any(len(texts) > 1 for texts in spellings.values()):

@@ -55,13 +55,29 @@ def coverage_view(report: Report) -> dict | None:
     listed = cov.get("unreached") if isinstance(cov.get("unreached"), list) else []
     unreached = [(n, says[n] if isinstance(says.get(n), str) else "") for n in listed
                  if isinstance(n, str)]
+    from gradient_conformance.reference.conditions import CONDITIONS
     alone = cov.get("generated_reached")
     per_check = report.conditions if isinstance(report.conditions, dict) else {}
-    checks = [(str(c), len(v)) for c, v in sorted(per_check.items(), key=lambda kv: str(kv[0]))
+    checks = [(str(c), sum(n in CONDITIONS for n in v))
+              for c, v in sorted(per_check.items(), key=lambda kv: str(kv[0]))
               if isinstance(v, dict) and v]
     return {"model": model, "reached": reached, "share": 100 * reached / model,
             "alone": alone if type(alone) is int and 0 <= alone <= reached else None,
-            "checks": checks, "unreached": unreached}
+            "checks": checks, "unreached": unreached,
+            "products": _figures(cov.get("products")), "pairs": _figures(cov.get("pairs"))}
+
+
+def _figures(value) -> dict | None:
+    """A share of the products or the pairs (conformance/totals.py, `_share`), read back as
+    data: None unless its figures are whole numbers that fit together."""
+    if not isinstance(value, dict):
+        return None
+    model, reached, alone = (value.get(k) for k in ("model", "reached", "generated_reached"))
+    if type(model) is not int or type(reached) is not int or type(alone) is not int or \
+            not 0 <= alone <= reached <= model > 0:
+        return None
+    return {"model": model, "reached": reached, "alone": alone,
+            "share": 100 * reached / model, "alone_share": 100 * alone / model}
 
 
 # Location kinds that name an op's own rule (a share) or value: the others (a fold, a

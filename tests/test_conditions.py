@@ -287,3 +287,64 @@ def test_only_a_division_of_minus_2_31_by_minus_1_overflows():
     assert {"idiv.overflow", "mod.overflow"} <= reached
     assert not any(c.endswith(".overflow") and c.split(".")[0] in ("shl", "and")
                    for c in reached)
+
+
+def test_the_products_are_derived_from_the_tables():
+    """docs/generators.md, "Conditions" (Products): a row of the rules table whose op is
+    elementwise on f32, or a where or a reduce, crossed with its operand positions, the
+    operand kinds it can meet and VALUE_CLASSES, and with G_CLASSES; value_classes_of sorts
+    bits as the classes say, at every boundary."""
+    from gradient_conformance.reference import exact
+    from gradient_conformance.reference.ops import OPS
+    from gradient_conformance.reference.rules import RULES
+    rows = conditions.product_rows()
+    assert set(rows) == {k for k in RULES if OPS[k.split(".")[0]].computed("f32") is not None
+                         or k == "where" or k.startswith("reduce.")}
+    expected = 0
+    for positions in rows.values():
+        kinds = 4 if len(positions) == 2 else 2  # same and literal need two positions
+        expected += len(positions) * kinds * len(conditions.VALUE_CLASSES)
+        expected += len(conditions.G_CLASSES)
+    assert len(conditions.PRODUCTS) == expected
+    for name, literal in conditions.VALUE_CLASSES.items():
+        assert conditions.value_classes_of(exact.f32_from_text(literal)) == {name}
+    edges = {0x007FFFFF: "subnormal", 0x00800000: "tiny", 0x1F7FFFFF: "tiny",
+             0x1F800000: "normal", 0x3F7FFFFF: "normal", 0x3F800001: "normal",
+             0x5F7FFFFF: "normal", 0x5F800000: "huge", 0x7F7FFFFF: "huge",
+             0x7F800001: "nan", 0xFFC00000: "nan", 0x80000001: "-subnormal"}
+    for bits, name in edges.items():
+        assert conditions.value_classes_of([bits]) == {name}, hex(bits)
+    assert len(conditions.PAIRS) == len(conditions.PAIR_FEATURES) * (
+        len(conditions.PAIR_FEATURES) - 1) // 2
+
+
+def test_the_enumerations_take_their_products_by_construction():
+    """Each row's operand at every class, loaded, as a literal (two positions) and the same
+    twice, and every class of g: what generators/enumerations.py writes, measured."""
+    from gradient_conformance.conformance.running import Reading
+    from gradient_conformance.generators.enumerations import enumerated_cases
+    found: set[str] = set()
+    for case in enumerated_cases():
+        reading = Reading(case.source)
+        reading.outcome(case.buffers)
+        found |= reading.reached
+    for row, positions in conditions.product_rows().items():
+        kinds = ("loaded", "literal", "same") if len(positions) == 2 else ("loaded",)
+        if row.startswith("reduce."):
+            kinds = ("loaded",)
+        want = {f"product.{row}.{p}.{k}.{c}" for p in positions for k in kinds
+                for c in conditions.VALUE_CLASSES}
+        want |= {f"product.{row}.g.{c}" for c in conditions.G_CLASSES}
+        assert want <= found, (row, sorted(want - found)[:10])
+
+
+def test_the_summary_gives_the_products_and_pairs_taken_and_names_what_none_took():
+    first = next(iter(conditions.PRODUCTS))
+    per_check = {"check": {"max.tie": 1, first: 2, "pair.add+mul": 1}, "file": {"add.nan": 1}}
+    _, lines = coverage.summary(per_check, profile="ci", impl="x", seconds=1.0,
+                                generated={"check"})
+    text = "\n".join(lines)
+    assert f"products: 1 of {len(conditions.PRODUCTS)}" in text
+    assert f"pairs: 1 of {len(conditions.PAIRS)}" in text and "generated checks alone 1" in text
+    row = next(line for line in lines if line.strip().startswith("add:"))
+    assert "0.loaded: -zero," in row and "0.loaded: zero" not in row, row

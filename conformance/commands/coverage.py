@@ -38,27 +38,59 @@ def summary(per_check: dict[str, dict[str, int]], *, profile: str, impl: str,
             seconds: float, generated=frozenset()) -> tuple[float, list[str]]:
     """The share of the model taken, and the lines that say so; of it, the share the
     `generated` checks took alone (the case files and the fixed programs left out)."""
-    from gradient_conformance.reference.conditions import CONDITIONS, kinds
-    reached = {name for counts in per_check.values() for name in counts}
+    from gradient_conformance.reference.conditions import CONDITIONS, PAIRS, PRODUCTS, kinds
+    everything = {name for counts in per_check.values() for name in counts}
+    reached = everything & set(CONDITIONS)
     share = 100 * len(reached) / len(CONDITIONS)
     lines = [f"the {profile} profile against {impl} took {len(reached)} of the "
              f"{len(CONDITIONS)} conditions of the model ({share:.1f}%) in {seconds:.0f} s"]
+    alone = {name for check in generated for name in per_check.get(check, {})}
     if generated:
-        alone = {name for check in generated for name in per_check.get(check, {})}
         lines.append(f"generated checks alone ({len(generated)} of {len(per_check)}) took "
-                     f"{len(alone)} ({100 * len(alone) / len(CONDITIONS):.1f}%); besides "
-                     f"them: {', '.join(n for n in CONDITIONS if n in reached - alone) or 'none'}")
-    lines += ["", "conditions taken, per check:"]
+                     f"{len(alone & reached)} ({100 * len(alone & reached) / len(CONDITIONS):.1f}"
+                     f"%); besides them: "
+                     f"{', '.join(n for n in CONDITIONS if n in reached - alone) or 'none'}")
+    for label, model in (("products", PRODUCTS), ("pairs", PAIRS)):
+        taken = everything & set(model)
+        lines.append(f"{label}: {len(taken)} of {len(model)} "
+                     f"({100 * len(taken) / len(model):.1f}%)" + (
+                         f"; generated checks alone {len(alone & taken)} "
+                         f"({100 * len(alone & taken) / len(model):.1f}%)" if generated else ""))
+    lines += ["", "taken per check: conditions, products, pairs"]
     width = max((len(c) for c in per_check), default=0)
     for check in sorted(per_check):
-        lines.append(f"  {check:<{width}}  {len(per_check[check]):>4}")
+        names = set(per_check[check])
+        lines.append(f"  {check:<{width}}  {len(names & set(CONDITIONS)):>4} "
+                     f"{len(names & set(PRODUCTS)):>5} {len(names & set(PAIRS)):>5}")
     lines += ["", "per kind, taken of the model's:"]
     for kind, names in kinds().items():
         lines.append(f"  {kind:<11} {sum(n in reached for n in names):>4} of {len(names)}")
     never = [n for n in CONDITIONS if n not in reached]
     lines += ["", f"never taken ({len(never)}):" if never else "every condition was taken"]
     lines += [f"  {n:<34} {CONDITIONS[n].says}" for n in never]
+    if generated:
+        lines += ["", "products no generated check took, per rule (position.kind: classes; "
+                  "g: classes):"]
+        lines += [f"  {line}" for line in _untaken(set(PRODUCTS) - alone)]
     return share, lines
+
+
+def _untaken(names: set[str]) -> list[str]:
+    """The products in `names`, a line per rule: each position and kind with its classes."""
+    from gradient_conformance.reference.conditions import PRODUCTS
+    rows: dict[str, dict[str, list[str]]] = {}
+    for name in PRODUCTS:  # in the model's order
+        if name in names:
+            head, cls = name.removeprefix("product.").rsplit(".", 1)
+            if head.endswith(".g"):  # product.ROW.g.CLASS (a row may hold a dot)
+                row, where = head.removesuffix(".g"), "g"
+            else:  # product.ROW.POSITION.KIND.CLASS
+                row, position, kind = head.rsplit(".", 2)
+                where = f"{position}.{kind}"
+            rows.setdefault(row, {}).setdefault(where, []).append(cls)
+    return [f"{row}: " + "; ".join(f"{where}: {', '.join(classes)}"
+                                   for where, classes in groups.items())
+            for row, groups in rows.items()]
 
 
 def main(*, profile: str, impl: str, extra: tuple[str, ...] = (), fail_under: float | None,
