@@ -28,20 +28,22 @@ from functools import cached_property
 
 import numpy as np
 
-from gradient_conformance.reference import exact
+from gradient_conformance.reference import conditions, exact
 from gradient_conformance.reference.ops import OPS
 from gradient_conformance.reference.rules import RULES
 
-# The classes of f32 value a rule treats apart, each written as the literal that is it: both
-# zeros, both smallest subnormals, both smallest normals, +-1, an ordinary value, magnitudes
-# past 2^63 (whose squares overflow and reciprocals of squares go subnormal), both infinities
-# and NaN. A pair of equal classes is a tie.
-VALUE_CLASSES = ("0.0", "-0.0", "1e-45", "-1e-45", "1.1754944e-38", "-1.1754944e-38", "1.0",
-                 "-1.0", "0.75", "3e19", "-3e19", "inf", "-inf", "nan")
-# The classes of the incoming gradient g: 1.0 (what a loss sends), negative, both zeros, NaN,
-# subnormal, and huge (a share that overflows).
-G_CLASSES = ("1.0", "-2.5", "0.0", "-0.0", "nan", "1e-45", "3e38")
+# The classes of f32 value a rule treats apart, and of the incoming gradient g, each written
+# as the literal that is one: the condition model's (reference/conditions.py, VALUE_CLASSES
+# and G_CLASSES), whose products these programs take by construction. A pair of equal
+# classes is a tie.
+VALUE_CLASSES = tuple(conditions.VALUE_CLASSES.values())
+G_CLASSES = tuple(conditions.G_CLASSES.values())
 
+
+
+# What writes a case's program of a list of combinations: its text, its initial buffers,
+# and the outputs each written for one combination alone (slot -> combination).
+Write = Callable[[Sequence[tuple[str, ...]]], tuple[str, dict, dict]]
 
 
 def not_by_value(row: str) -> str:
@@ -74,7 +76,7 @@ class Enumerated:
     op: str
     description: str
     rows: tuple[tuple[str, ...], ...]
-    write: Callable[[Sequence[tuple[str, ...]]], tuple[str, dict, dict]] = field(repr=False)
+    write: Write = field(repr=False)
 
     @cached_property
     def _written(self) -> tuple[str, dict, dict]:
@@ -178,7 +180,7 @@ def _vectors(rows: Sequence[tuple[str, ...]]) -> list[np.ndarray]:
 _TRUTHS = ("true", "false")
 
 
-def _unary(op: str, second: bool) -> Callable[[Sequence[tuple[str, ...]]], tuple[str, dict, dict]]:
+def _unary(op: str, second: bool) -> Write:
     def write(rows):
         p = _Program()
         a, g = _vectors(rows)
@@ -191,7 +193,7 @@ def _unary(op: str, second: bool) -> Callable[[Sequence[tuple[str, ...]]], tuple
     return write
 
 
-def _binary(op: str, second: bool) -> Callable[[Sequence[tuple[str, ...]]], tuple[str, dict, dict]]:
+def _binary(op: str, second: bool) -> Write:
     def write(rows):
         p = _Program()
         a, b, g = _vectors(rows)
@@ -207,7 +209,7 @@ def _binary(op: str, second: bool) -> Callable[[Sequence[tuple[str, ...]]], tupl
     return write
 
 
-def _with_literals(op: str, kind: str) -> Callable[[Sequence[tuple[str, ...]]], tuple[str, dict, dict]]:
+def _with_literals(op: str, kind: str) -> Write:
     """`op` with its operand twice (`same`), or with each class as a literal on one side
     (`literal-right`, `literal-left`; where's sides both, under a literal condition of each
     truth, when `op` is where: `literal-condition`, `literal-value`)."""
@@ -289,7 +291,7 @@ def where_cases() -> list[Enumerated]:
     return found
 
 
-def _reduce(op: str) -> Callable[[Sequence[tuple[str, ...]]], tuple[str, dict, dict]]:
+def _reduce(op: str) -> Write:
     def write(rows):
         p = _Program()
         first, second, g = _vectors(rows)
@@ -326,9 +328,9 @@ def reduce_case(op: str) -> Enumerated:
 _ORDERS = (("add %x %z", "add %z %x"), ("mul %x %z", "mul %z %x"), ("max %x %z", "max %z %x"),
            ("mul %x 2.0", "mul 2.0 %x"), ("max %x 0.0", "max 0.0 %x"),
            ("max %x 0.0", "max %x -0.0"), ("mul %x 0.0", "mul %x -0.0"))
-_ATTRIBUTES = tuple((f"reduce %xm op={op} axis=[1]", f"reduce %xm axis=[1] op={op}")
-                    for op in ("add", "max")) + (
-    ("reduce %xm op=add axis=[1]", "reduce %xm op=max axis=[1]"),)
+_ATTRIBUTES = (*((f"reduce %xm op={op} axis=[1]", f"reduce %xm axis=[1] op={op}")
+                  for op in ("add", "max")),
+               ("reduce %xm op=add axis=[1]", "reduce %xm op=max axis=[1]"))
 _LOADS = (("load %in", "", "load %in"), ("load %in", "store %oth %z", "load %in"),
           ("load %in", "store %in %z", "load %in"), ("load %in", "store %in %x", "load %in"),
           ("load %in", "%e{k} = load %in 1", "load %in"))
@@ -437,8 +439,8 @@ def _identity(rows):
 def identity_cases() -> list[Enumerated]:
     """A program per identity group (`identity_rows`), a row per pair."""
     return [Enumerated(f"identity/{group}", "hash consing", (
-        f"identity: {group}, pairs of statements that are one node or two (SPEC.md, "
-        "\"Hash consing\"), each with its gradient against both"),
+        f"identity: {group}, pairs of statements that are one node or two by the spec's "
+        "hash consing, each with its gradient against both"),
         identity_rows(group), _identity) for group in IDENTITY_GROUPS]
 
 

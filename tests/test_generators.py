@@ -469,9 +469,11 @@ def test_programs_bitcast_to_i32_only_loaded_values(case):
     makes an i32 of one that anything but a bitcast back to f32 reads (which gives the bits
     again, and NaN matches NaN). Every other f32 -> i32 bitcast takes a load."""
     lines = [line.split("#")[0].split() for line in case.source.splitlines()]
-    stored = {words[1] for words in lines if words and words[0] == "store"}
+    stored: set[str] = set()  # buffers stored to so far: a load after that reads no input
     loads, computed = set(), set()
     for words in lines:
+        if words and words[0] == "store":
+            stored.add(words[1])
         if len(words) >= 4 and words[2] == "load" and words[3] not in stored:
             loads.add(words[0])
         if len(words) >= 5 and words[2] == "bitcast" and "dtype=i32" in words:
@@ -528,3 +530,64 @@ def test_bounds_on_shapes_dtypes_and_ops_are_kept(case):
         if node.op == "buffer" and program.names[node] not in stored:
             assert node.shape == (2, 2), case.source
     _runs_cleanly(case)
+
+
+# A reach that cannot quietly fall (docs/generators.md, "Floors"): the share of derandomized
+# draws that hold each op, take each rule on a gradient's path and each kind of condition.
+# Measured 2026-12-05 over FLOOR_DRAWS draws: programs() holds every op in 2 % or more (shr,
+# the least); differentiable_programs() every op with a rule in 5 % or more (exp2 and max);
+# rows of the rules are taken in 0.7 % (cast) to 70 %; every kind of condition in 20 % or
+# more. Before Writer.fairly, exp2 and log2 were in 1-2 % of programs, which the floors fail.
+FLOOR_DRAWS = 1000
+OP_FLOOR = 1.5  # % of programs() draws holding each op of the table it can write
+RULE_OP_FLOOR = 3.0  # % of differentiable_programs() draws holding each op with a rule
+RULE_FLOOR = 0.5  # % of differentiable_programs() draws whose gradient takes each row
+KIND_FLOOR = 10.0  # % of differentiable_programs() draws taking some condition of each kind
+
+
+def _draw_shares(strategy, measure) -> tuple[Counter, int]:
+    """How many of FLOOR_DRAWS derandomized draws of `strategy` hold each name that
+    `measure(case)` gives."""
+    found: Counter = Counter()
+    drawn = [0]
+
+    @settings(max_examples=FLOOR_DRAWS, derandomize=True, deadline=None, database=None,
+              suppress_health_check=list(HealthCheck), phases=[Phase.generate])
+    @given(strategy)
+    def draw(case):
+        drawn[0] += 1
+        found.update(set(measure(case)))
+
+    draw()
+    return found, drawn[0]
+
+
+def _below(found: Counter, drawn: int, names, floor: float) -> dict[str, float]:
+    return {n: round(100 * found[n] / drawn, 2) for n in names if 100 * found[n] / drawn < floor}
+
+
+def test_no_op_rule_or_kind_of_condition_falls_below_its_floor():
+    from gradient_conformance.conformance.running import Reading
+    from gradient_conformance.reference.conditions import MEASURED
+    from gradient_conformance.reference.ops import FEATURES, features_of
+    from gradient_conformance.reference.rules import RULES
+    untyped = {f for f in FEATURES if ":" not in f}
+    found, drawn = _draw_shares(programs(), lambda case: features_of(case.source))
+    assert drawn >= FLOOR_DRAWS // 2
+    assert not _below(found, drawn, sorted(untyped), OP_FLOOR), "programs()"
+
+    def measured(case):
+        reading = Reading(case.source, case.parsed or ())
+        reading.outcome(case.buffers)
+        names = reading.conditions(case.buffers)
+        return features_of(case.source) | {MEASURED[n].kind for n in names} | names
+
+    found, drawn = _draw_shares(differentiable_programs(), measured)
+    ruled = {row.split(".")[0] for row in RULES}
+    assert not _below(found, drawn, sorted(ruled), RULE_OP_FLOOR), "differentiable_programs()"
+    # detach's row passes nothing: it is taken where x lies behind a detach, which the
+    # differentiable programs write beside a path of their own (`mul a (detach a)`).
+    rows = [f"rule.{row}" for row in RULES if row != "detach"]
+    assert not _below(found, drawn, rows, RULE_FLOOR)
+    kinds = {c.kind for c in MEASURED.values()} - {"rejection"}  # valid programs, by design
+    assert not _below(found, drawn, sorted(kinds), KIND_FLOOR)
