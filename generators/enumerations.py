@@ -444,6 +444,80 @@ def identity_cases() -> list[Enumerated]:
         identity_rows(group), _identity) for group in IDENTITY_GROUPS]
 
 
+def _minimal_draw(strategy):
+    """A draw that takes every choice's first option: the writer's choices are bounded
+    integers (generators/choices.py, unpacked), each shrinking towards its lower bound, so
+    this writes the simplest program of a family, as Hypothesis's shrink target would be."""
+    while not hasattr(strategy, "start") and hasattr(strategy, "wrapped_strategy"):
+        strategy = strategy.wrapped_strategy
+    start = getattr(strategy, "start", None)
+    if start is None:
+        raise TypeError(f"a choice the minimal draw cannot take: {strategy!r}")
+    return start
+
+
+def _rejection(rule: str, kind: str, shape: tuple[int, ...]) -> Write:
+    def write(rows):
+        from gradient_conformance.generators.rejections import DISGUISES
+        from gradient_conformance.generators.writer import Writer
+        w = Writer(_minimal_draw, prune=False)
+        w.input("f32", shape)
+        x = w.pick("f32", shape, literal_ok=False)
+        y, target, _ = DISGUISES[rule][0](w, shape, x, kind)
+        if y is not None:
+            w.line(f"%g = gradient {y.text} {target.text}")
+        return _zeroed(w.program()[0])
+    return write
+
+
+def _near_miss(make, shape: tuple[int, ...]) -> Write:
+    def write(rows):
+        from gradient_conformance.generators.writer import Writer
+        w = Writer(_minimal_draw, prune=False)
+        x, other = w.input("f32", shape), w.input("f32", shape)
+        y, target, _ = make(w, shape, x, other)
+        if y is not None:
+            w.store(w.gradient(y, target))
+        return _zeroed(w.program()[0])
+    return write
+
+
+def _zeroed(source: str) -> tuple[str, dict, dict]:
+    """A program with every buffer 0.75 (or 1, or true): what it is about is its status."""
+    from gradient_conformance.reference.cases import slots_of
+    from gradient_conformance.reference.syntax import parse
+    values = {"f32": 0.75, "i32": 1, "bool": True}
+    buffers = {slot: np.full(shape, values[dtype], {"f32": np.float32, "i32": np.int32,
+                                                     "bool": np.bool_}[dtype])
+               for slot, (dtype, shape) in slots_of(parse(source)).items()}
+    return source, buffers, {}
+
+
+def rejection_cases() -> list[Enumerated]:
+    """Every rejection rule (reference/errors.py, RULES) in every disguise the generators
+    know (generators/rejections.py, DISGUISES: directly, through a call, a store and a load,
+    a detach, a cast, a range, a reduce op=mul with and without its axes), and every near
+    miss that must be accepted, each written as its simplest program, over a scalar and over
+    a vector: a new rule or disguise gets its cases with no code here."""
+    from gradient_conformance.generators.rejections import DISGUISES, NEAR_MISSES
+    from gradient_conformance.reference import errors
+    found = []
+    for shape in ((), (3,)):
+        said = f"over {'a scalar' if not shape else 'a vector'}"
+        for rule in errors.RULES:
+            for kind in DISGUISES[rule][1]:
+                found.append(Enumerated(
+                    f"rejection/{rule}/{kind.replace(' ', '-').replace('=', '')}/{len(shape)}",
+                    "gradient",
+                    f"rejected by [{rule}]: {kind}, {said}", ((),), _rejection(rule, kind, shape)))
+        for make in NEAR_MISSES:
+            found.append(Enumerated(
+                f"near-miss/{make.__name__.strip('_')}/{len(shape)}", "gradient",
+                f"a near miss, accepted: {make.__name__.strip('_').replace('_', ' ')}, {said}",
+                ((),), _near_miss(make, shape)))
+    return found
+
+
 def enumerated_cases() -> list[Enumerated]:
     """Every enumerated case: each value rule's, where's, and reduce's (add and max)."""
     return [*(c for op in enumerated_ops() for c in rule_cases(op)), *where_cases(),

@@ -121,6 +121,11 @@ def _open_range(w, base, x, kind):
 def _no_rule(w, base, x, kind):
     if kind == "reduce op=mul":
         blocked = w.value("reduce", [x], "f32", (), attrs="op=mul", no_rule=True)
+    elif kind == "reduce op=mul axis=":
+        # The same op with its axes written: the form a rejection rule may be checked by.
+        axes = "[" + ",".join(map(str, range(len(x.shape)))) + "]"
+        blocked = w.value("reduce", [x], "f32", tuple(1 for _ in x.shape),
+                          attrs=f"op=mul axis={axes}" if x.shape else "op=mul", no_rule=True)
     elif kind == "call":
         if not w.functions:
             w.defs += ["def @twice %p", "  %q = add %p %p", "  return %q", "end @twice"]
@@ -190,8 +195,9 @@ DISGUISES: dict[str, tuple[Callable, tuple[str, ...]]] = {
     errors.OPEN_RANGE: (_open_range, ("counter", "body load in y", "body load as x", "outer",
                                       "body load through a detach",
                                       "counter through an i32")),
-    errors.NO_RULE: (_no_rule, ("reduce op=mul", "call", "store and load", "element store",
-                                "store in a loop", "two stores and loads")),
+    errors.NO_RULE: (_no_rule, ("reduce op=mul", "reduce op=mul axis=", "call",
+                                "store and load", "element store", "store in a loop",
+                                "two stores and loads")),
     errors.IN_FUNCTION: (_in_function, ("never called", "called")),
 }
 

@@ -146,3 +146,24 @@ def test_a_narrowed_case_is_the_same_program_of_the_combinations_kept(name):
     for slot, values in small.buffers.items():
         assert values.shape[0] in (1, 2, 3) or values.shape == (1, 4), (slot, values.shape)
     assert "narrowed to 2 of its" in narrowed.description
+
+
+def test_every_rule_in_every_disguise_is_enumerated_and_the_reference_decides_each():
+    """rejection_cases: a case per rule of errors.RULES and disguise of DISGUISES, and per
+    near miss, over a scalar and a vector; the reference rejects each rejection case for its
+    own rule, and accepts each near miss."""
+    from gradient_conformance.generators.enumerations import rejection_cases
+    from gradient_conformance.generators.rejections import DISGUISES, NEAR_MISSES
+    from gradient_conformance.reference import errors
+    found = {case.name: case for case in rejection_cases()}
+    assert len(found) == 2 * (sum(len(DISGUISES[r][1]) for r in errors.RULES) +
+                              len(NEAR_MISSES))
+    assert {n.split("/")[1] for n in found if n.startswith("rejection/")} == set(errors.RULES)
+    assert any("reduce-opmul-axis" in n for n in found)  # reduce op=mul with its axes too
+    for name, case in found.items():
+        outcome = Reading(case.source).outcome(case.buffers)
+        if name.startswith("rejection/"):
+            assert outcome.status == "rejected", (name, case.source)
+            assert f"[{name.split('/')[1]}]" in outcome.message, (name, outcome.message)
+        else:
+            assert outcome.status == "ok", (name, outcome.message)

@@ -14,8 +14,8 @@ telling checks.
 - test_rejection.py: invalid gradients rejected; near misses accepted.
 - test_semantics.py: detach, higher order, hash consing, loops and calls, i32, by name.
 - test_cases.py: every case file the package ships.
-- test_enumerated.py: every rule at every value class of its operands and of g, enumerated
-  from the tables.
+- test_enumerated.py: enumerated from the tables: every rule at every value class of its
+  operands and of g, identity in every spelling, every rejection in every disguise.
 - test_tape.py: the tape exercise's backprop(tape).
 
 What they share (reading a case, the expected outcome, the verdict) is in

@@ -1,19 +1,25 @@
 """Enumerated from the tables rather than drawn (generators/enumerations.py): every rule at
-every value class of its operands and of g, and every pair of statements the spec makes one
-node or two, written in each way the grammar allows. docs/generators.md, "Enumerations";
-SPEC.md, "The rules" and "Hash consing"."""
+every value class of its operands and of g; every pair of statements the spec makes one
+node or two, written in each way the grammar allows; and every rejection rule in every
+disguise, with the near misses that must be accepted. docs/generators.md, "Enumerations";
+SPEC.md, "The rules", "Hash consing" and "When gradient is rejected"."""
 
 from __future__ import annotations
 
 import pytest
 
 from gradient_conformance.conformance import running
-from gradient_conformance.generators.enumerations import enumerated_cases, identity_cases
+from gradient_conformance.generators.enumerations import (
+    enumerated_cases,
+    identity_cases,
+    rejection_cases,
+)
 from gradient_conformance.reference.ops import TRANSCENDENTAL, features_of
 
 RANK = 3  # where the suite runs these checks (plugin.rank): cheaper, more telling first
 CASES = {case.name: case for case in enumerated_cases()}
 IDENTITY = {case.name.split("/")[1]: case for case in identity_cases()}
+REJECTIONS = {case.name: case for case in rejection_cases()}
 BITS_WHY = ("does not claim bit-exact gradients (CAPABILITIES): the value classes enumerated "
             "here have no true derivative to compare against")
 
@@ -42,5 +48,15 @@ def test_identity_in_every_spelling(impl, tally, group):
     does not claim bit-exact gradients (the weights' sum then differs from either weight by
     far more than any bound)."""
     case = IDENTITY[group]
+    tally.case(features_of(case.source))
+    running.check_enumerated(impl, tally, case)
+
+
+@pytest.mark.parametrize("name", sorted(REJECTIONS))
+def test_every_rejection_in_every_disguise(impl, tally, name):
+    """Each rejection rule in each way the generators disguise it, and each near miss, as
+    its simplest program over a scalar and over a vector: rejected for that rule, or
+    accepted and run, compared as the rejection check compares."""
+    case = REJECTIONS[name]
     tally.case(features_of(case.source))
     running.check_enumerated(impl, tally, case)
