@@ -132,6 +132,8 @@ def coverage(per_check: dict[str, dict[str, int]], generated=frozenset()) -> dic
             "says": {name: c.says for name, c in CONDITIONS.items() if name not in reached},
             "generated": sorted(c for c in generated if c in per_check),
             "generated_reached": len(by_generated & set(CONDITIONS)),
+            "checks": {check: len(set(counts) & set(CONDITIONS))
+                       for check, counts in per_check.items()},
             "products": _share(PRODUCTS, reached, by_generated),
             "pairs": _share(PAIRS, reached, by_generated)}
 

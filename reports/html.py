@@ -55,12 +55,12 @@ def coverage_view(report: Report) -> dict | None:
     listed = cov.get("unreached") if isinstance(cov.get("unreached"), list) else []
     unreached = [(n, says[n] if isinstance(says.get(n), str) else "") for n in listed
                  if isinstance(n, str)]
-    from gradient_conformance.reference.conditions import CONDITIONS
     alone = cov.get("generated_reached")
-    per_check = report.conditions if isinstance(report.conditions, dict) else {}
-    checks = [(str(c), sum(n in CONDITIONS for n in v))
-              for c, v in sorted(per_check.items(), key=lambda kv: str(kv[0]))
-              if isinstance(v, dict) and v]
+    # Per check, the conditions of the model it took (not its products and pairs), as the
+    # run counted them (conformance/totals.py, `coverage`).
+    per_check = cov.get("checks") if isinstance(cov.get("checks"), dict) else {}
+    checks = [(str(c), n) for c, n in sorted(per_check.items(), key=lambda kv: str(kv[0]))
+              if type(n) is int and 0 < n <= model]
     return {"model": model, "reached": reached, "share": 100 * reached / model,
             "alone": alone if type(alone) is int and 0 <= alone <= reached else None,
             "checks": checks, "unreached": unreached,
