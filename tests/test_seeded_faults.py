@@ -82,6 +82,9 @@ ALSO_AT = {
     "scopes_kept_apart": {("value", None)}, "literal_x": {("rejection", "gradient")},
     # expand's share is a reduce op=add: its sum rounds as the fault sums.
     "pairwise_reduce": {("share", "reduce"), ("share", "expand")},
+    # In a second derivative (the enumerated `recip/second`, log2's), recip's share is a node
+    # the first gradient's statement built: the second walk finds it there.
+    "recip_form": {("share", "gradient")},
 }
 
 
