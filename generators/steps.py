@@ -82,7 +82,7 @@ def _transcendental(w: Writer, base) -> None:
     with `_f32_unary` alone, whose choice shrinks towards sin, recip and sqrt, exp2 and log2
     came up in 1-2 % of programs (measured 2026-12-05; tests/test_generators.py holds the
     floor)."""
-    ops = _allowed(w, UNARY_F32[3:])
+    ops = _allowed(w, UNARY_F32[3:])  # after the three the menu's choice shrinks towards
     if not ops:
         return
     shape = w.choose_shape("f32", base)

@@ -112,9 +112,10 @@ class Writer:
 
     def fairly(self, options):
         """One of `options` (a menu of ops), each about as often as the others: Hypothesis
-        draws a bounded integer at its bounds far more often than between them (of and, or,
-        xor, shl, shr, shr came up in 1 % of programs, and in 7 %), so the index is read
-        from a range FAIR times wider. Shrinks towards the first option, as `choose` does."""
+        draws a bounded integer at its bounds far more often than between them (of the menu
+        and, or, xor, shl, shr, `and` was in 7 % of programs and shr in 1 %), so the index is
+        read from a range FAIR times wider. Shrinks towards the first option, as `choose`
+        does. docs/generators.md, "Generators"."""
         return options[self.stream.integer(0, FAIR * len(options) - 1) // FAIR]
 
     # --- text -------------------------------------------------------------------------------
