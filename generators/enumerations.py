@@ -311,8 +311,8 @@ def _reduce(op: str) -> Write:
 def reduce_case(op: str) -> Enumerated:
     """reduce op=OP's rule over rows of two elements of every pair of classes (a tie, a NaN,
     both zeros of a row: reduce max's count and its shares), each row's g of every class;
-    over the last axis, and over the first of the same elements reshaped (the columns of
-    [2, n] pair other combinations' elements, so narrowing keeps only the rows' pairs)."""
+    over the last axis, and over the first of the same elements reshaped to [2, n] (whose
+    columns pair elements of two combinations; narrowed to one, its own two)."""
     return Enumerated(f"reduce.{op}/rows", "reduce", (
         f"the rule of reduce op={op} over rows of every pair of {len(VALUE_CLASSES)} value "
         f"classes, with g of each of {len(G_CLASSES)} classes, over the last axis and the "
@@ -423,7 +423,9 @@ def _identity(rows):
     p.lines += [f"%x = load {x}", f"%z = load {z}", f"%xm = load {m}"]
     for k, (p_name, first, between, q_name, second) in enumerate(rows):
         p.row = k
-        pn, qn = f"{p_name}_{k}", f"{q_name}_{k}"
+        # Each row's names apart from the others' by a prefix, so that a trailing dot stays
+        # trailing: %t1. and %t1 are %r3t1. and %r3t1.
+        pn, qn = f"%r{k}{p_name[1:]}", f"%r{k}{q_name[1:]}"
         p.lines.append(f"{pn} = {first}")
         p.lines += [line.format(k=k) for line in between.splitlines()]
         p.lines += [f"{qn} = {second}", f"%mp_{k} = mul {pn} 0.7", f"%mq_{k} = mul {qn} -1.3",
