@@ -1,7 +1,8 @@
 """Bounded-exhaustive cases, enumerated from the tables rather than drawn: every value class at
 every operand position of every rule, as a loaded operand and as a literal, with the incoming
-gradient g of every class, for the first derivative and the second. docs/generators.md,
-"Enumerations" (which says why they are not yet a check of the suite).
+gradient g of every class: the op's value, its first derivative and its second; every pair
+of statements the spec makes one node or two; every rejection in every disguise.
+docs/generators.md, "Enumerations"; the checks are conformance/checks/test_enumerated.py.
 
 The small-scope hypothesis: a rule that is wrong at a signed zero, a NaN, a subnormal, a tie
 or a negative g is wrong on some program of a few statements with that value there. Hypothesis
@@ -186,6 +187,8 @@ def _unary(op: str, second: bool) -> Write:
         a, g = _vectors(rows)
         p.lines += [f"%xa = load {p.buffer('a', a)}", f"%wv = load {p.buffer('w', g)}",
                     f"%y = {op} %xa"]
+        if not second:
+            p.output("y", "%y", a.shape)  # the op's own value at every class: the forward
         first = p.gradient("da", "%y", "%wv", "%xa", a.shape, stored=not second)
         if second:
             p.gradient("dda", first, "%wv", "%xa", a.shape)
@@ -199,6 +202,8 @@ def _binary(op: str, second: bool) -> Write:
         a, b, g = _vectors(rows)
         p.lines += [f"%xa = load {p.buffer('a', a)}", f"%xb = load {p.buffer('b', b)}",
                     f"%wv = load {p.buffer('w', g)}", f"%y = {op} %xa %xb"]
+        if not second:
+            p.output("y", "%y", a.shape)  # the op's own value at every pair: the forward
         da = p.gradient("da", "%y", "%wv", "%xa", a.shape, stored=not second)
         db = p.gradient("db", "%y", "%wv", "%xb", a.shape, stored=not second)
         if second:
@@ -236,9 +241,9 @@ def _with_literals(op: str, kind: str) -> Write:
 def rule_cases(op: str) -> list[Enumerated]:
     """`op`'s rule at every value class of each operand and of g, a program for each kind of
     operand: `loaded`, both operands loaded over every pair of classes (a tie on the
-    diagonal); `second`, the gradient of that gradient; `same`, the operand twice;
-    `literal-right` and `literal-left`, each class as a literal on that side. A unary op:
-    its operand over every class, and the second derivative."""
+    diagonal), the op's value stored too; `second`, the gradient of that gradient; `same`,
+    the operand twice; `literal-right` and `literal-left`, each class as a literal on that
+    side. A unary op: its operand over every class, and the second derivative."""
     about = f"the rule of {op}"
     g_said = f"g of each of {len(G_CLASSES)} classes"
     if OPS[op].arity == 1:
