@@ -44,8 +44,10 @@ def allowed(name: str, kind: str, op: str) -> bool:
     if kind == "share":
         # A share's node is its statement's; one that a gradient's expansion built (in a
         # gradient of a gradient) is that gradient statement's, and any rule can build it.
+        # Two nodes merged (hash consing) pool their shares: the first adjoint that differs
+        # is one a statement sends to the merged node (the identity enumeration's rows).
         return (any(c.startswith("rule:") for c in said) and (op in ops or op == "gradient")) \
-            or "forward" in said
+            or "forward" in said or "hash-consing" in said
     if kind == "rule-form":  # the nodes a gradient builds: its rule forms and its sums
         return any(c.startswith("rule:") for c in said) or "fold" in said
     if kind == "blocked":
