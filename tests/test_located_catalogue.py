@@ -51,7 +51,9 @@ def allowed(name: str, kind: str, op: str) -> bool:
     if kind == "rule-form":  # the nodes a gradient builds: its rule forms and its sums
         return any(c.startswith("rule:") for c in said) or "fold" in said
     if kind == "blocked":
-        return "blocked" in said
+        # The zeros a blocked edge gives are a literal 0.0, which a variant that merges
+        # literals makes the program's -0.0.
+        return "blocked" in said or "hash-consing" in said
     if kind == "hash-consing":
         return "hash-consing" in said
     if kind == "value":  # a call's value is its body's: any op of it
