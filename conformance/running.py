@@ -99,28 +99,32 @@ class Reading:
         return features_of_statements(self.statements or [])
 
     @functools.cached_property
+    def built_nodes(self) -> tuple | None:
+        """Every node of its build under the spec, its calls' bodies' too (None when it does
+        not build)."""
+        try:
+            program = self.program()
+        except IRError:
+            return None
+        graphs = [program.graph, *(i.graph for i in program.calls.values())]
+        return tuple(n for g in graphs for n in g.nodes)
+
+    @functools.cached_property
     def reaches(self) -> frozenset[str]:
         """Its features and the op of every node of its build, those its gradients build
         included (a rule's expansion holds ops the text need not write: log2's share has a
         recip, whose rule its second derivative takes): what a variant of an op's arithmetic
         or rule can change (variants.applies)."""
-        try:
-            program = self.program()
-        except IRError:
-            return self.features
-        graphs = [program.graph, *(i.graph for i in program.calls.values())]
-        return self.features | frozenset(n.op for g in graphs for n in g.nodes)
+        nodes = self.built_nodes
+        return self.features if nodes is None else \
+            self.features | frozenset(n.op for n in nodes)
 
     @functools.cached_property
     def uses(self) -> frozenset[str]:
         """Its features and, when it builds, its ops by dtype (`and:bool`): what it needs of
         an implementation (CAPABILITIES["unsupported"])."""
-        try:
-            program = self.program()
-        except IRError:
-            return self.features
-        graphs = [program.graph, *(i.graph for i in program.calls.values())]
-        return self.features | typed_features(n for g in graphs for n in g.nodes)
+        nodes = self.built_nodes
+        return self.features if nodes is None else self.features | typed_features(nodes)
 
     def program(self, semantics: Semantics = SPEC) -> Program:
         """The built program, or the IRError that rejects it."""

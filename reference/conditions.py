@@ -245,8 +245,7 @@ VALUE_CLASSES: dict[str, str] = {
     "zero": "0.0", "-zero": "-0.0", "subnormal": "1e-45", "-subnormal": "-1e-45",
     "tiny": "1.1754944e-38", "-tiny": "-1.1754944e-38", "one": "1.0", "-one": "-1.0",
     "normal": "1.2345678", "-normal": "-2.7182817", "huge": "3e19", "-huge": "-3e19",
-    "inf": "inf",
-    "-inf": "-inf", "nan": "nan"}
+    "inf": "inf", "-inf": "-inf", "nan": "nan"}
 # The classes of the gradient g reaching a rule that the products follow, each with the
 # literal that is one: 1.0 (what a loss sends), negative, both zeros, NaN, subnormal, huge.
 G_CLASSES: dict[str, str] = {
@@ -288,13 +287,15 @@ def product_rows() -> dict[str, tuple[int, ...]]:
     return rows
 
 
+_PRODUCT_ROWS = product_rows()
+
+
 def _products() -> list[Condition]:
     found = []
-    for row, positions in product_rows().items():
+    for row, positions in _PRODUCT_ROWS.items():
         # A rule meets the same operand twice only with two positions, and a literal only
         # beside an operand on the path: never as a unary op's or a reduce's only one.
-        kinds = [k for k in OPERAND_KINDS if (k != "same" or len(positions) == 2)
-                 and (k != "literal" or len(positions) == 2)]
+        kinds = OPERAND_KINDS if len(positions) == 2 else ("loaded", "computed")
         for position in positions:
             for kind in kinds:
                 for name in VALUE_CLASSES:
@@ -314,7 +315,6 @@ PAIRS: dict[str, Condition] = {
     for a, b in itertools.combinations(PAIR_FEATURES, 2)}
 # Every name a case can take: the conditions, the products and the pairs.
 MEASURED: dict[str, Condition] = {**CONDITIONS, **PRODUCTS, **PAIRS}
-_PRODUCT_ROWS = product_rows()
 
 
 # --- measuring one case ------------------------------------------------------------------------
@@ -767,10 +767,7 @@ class Reached:
                 self.add("text.spacing")
         self._identity_text(statements)
         for s in statements:
-            keys = [k for k, _ in s.attrs]
-            ranked = sorted(keys, key=lambda k: ATTRIBUTE_ORDER.index(k)
-                            if k in ATTRIBUTE_ORDER else len(ATTRIBUTE_ORDER))
-            if keys != ranked:
+            if not _in_printer_order(s.attrs):
                 self.add("text.attributes-reordered")
             for o in s.operands:
                 if o.kind == "f32":
@@ -792,10 +789,8 @@ class Reached:
                 if loaded.get(s.operands[0].text) is False:
                     self.add("load.again")
                 loaded[s.operands[0].text] = False
-            keys = [k for k, _ in s.attrs]
-            if len(keys) > 1:
-                orders.add(keys == sorted(keys, key=lambda k: ATTRIBUTE_ORDER.index(k)
-                                          if k in ATTRIBUTE_ORDER else len(ATTRIBUTE_ORDER)))
+            if len(s.attrs) > 1:
+                orders.add(_in_printer_order(s.attrs))
             for text in [s.target] if s.target else []:
                 names.setdefault(_folded(text), set()).add(text)
             for o in s.operands:
@@ -812,6 +807,14 @@ class Reached:
             self.add("text.literal-two-spellings")
         if any(len(texts) > 1 for texts in names.values()):
             self.add("text.names-confusable")
+
+
+def _in_printer_order(attrs) -> bool:
+    """Whether a statement's attributes are written in the printer's order (ATTRIBUTE_ORDER;
+    keys it does not know last)."""
+    keys = [k for k, _ in attrs]
+    return keys == sorted(keys, key=lambda k: ATTRIBUTE_ORDER.index(k)
+                          if k in ATTRIBUTE_ORDER else len(ATTRIBUTE_ORDER))
 
 
 def _folded(name: str) -> str:
