@@ -18,6 +18,7 @@ every gradient is the system's own.
 from __future__ import annotations
 
 import dataclasses
+from typing import cast
 
 import numpy as np
 
@@ -63,8 +64,14 @@ def structure(source: str) -> list[Statement]:
 class Block:
     """A range body or a function body: its statements, blocks nested."""
 
-    head: Statement | None
+    head: Statement | None  # None for the program's own, outermost block
     body: list  # Statement | Block
+
+    @property
+    def opened_by(self) -> Statement:
+        """The range or def statement that opens a nested block."""
+        assert self.head is not None, "the outermost block is opened by no statement"
+        return self.head
 
 
 def blocks(statements: list[Statement]) -> Block:
@@ -194,8 +201,8 @@ class Program:
         self.root = blocks(self.statements)
         self.slots = {s.target: (s.attr("slot"), s.attr("dtype"), _shape(s))
                       for s in self.statements if s.op == "buffer"}
-        self.functions = {b.head.operands[0].text: b for b in self.root.body
-                          if isinstance(b, Block) and b.head.op == "def"}
+        self.functions = {b.opened_by.operands[0].text: b for b in self.root.body
+                          if isinstance(b, Block) and b.opened_by.op == "def"}
 
     def run(self, buffers: dict[int, np.ndarray]) -> dict[int, np.ndarray]:
         memory = {name: self.backend.from_numpy(np.asarray(buffers[slot]), dtype)
@@ -215,10 +222,10 @@ class Program:
         b = self.backend
         for s in block.body:
             if isinstance(s, Block):
-                if s.head.op == "range":
-                    for i in range(int(s.head.operands[0].value)):
-                        env[s.head.target] = b.literal(_i32(i))
-                        env[("counter", s.head.target)] = i
+                if s.opened_by.op == "range":
+                    for i in range(cast(int, s.opened_by.operands[0].value)):
+                        env[s.opened_by.target] = b.literal(_i32(i))
+                        env[("counter", s.opened_by.target)] = i
                         self._block(s, env, memory)
                 continue
             if s.op == "return":
@@ -242,7 +249,7 @@ class Program:
                     b.element(memory[name], self._index(s.operands[1], env, shape, name))
             elif s.op == "call":
                 function = self.functions[s.operands[0].text]
-                params = [p.text for p in function.head.operands[1:]]
+                params = [p.text for p in function.opened_by.operands[1:]]
                 args = [self._value(o, env) for o in s.operands[1:]]
                 value = self._block(function, dict(zip(params, args, strict=True)), memory)
             elif s.op == "gradient":
@@ -290,7 +297,7 @@ def build_with(source: str, backend: Backend, kind: type[Program] = Program, *,
     `fill`: the value of every input element there instead (1, for a system whose integer
     division traps: zeros would divide by zero)."""
     program = kind(source, backend)
-    zeros = {slot: np.full(shape, fill, NUMPY_DTYPES[dtype])
+    zeros: dict[int, np.ndarray] = {slot: np.full(shape, fill, NUMPY_DTYPES[dtype])
              for slot, dtype, shape in program.slots.values()}
     try:
         program.run(zeros)

@@ -90,7 +90,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from typing import ClassVar
+from typing import Any, ClassVar, cast
 
 import numpy as np
 
@@ -185,7 +185,8 @@ class _Common:
         where integer division traps; what your system refuses there is a rejection), and
         its run returned."""
         traps = self.capabilities.get("integer_division_traps", False)
-        return build_with(source, self, _Whole, fill=1 if traps else 0)
+        # A framework is a Backend by duck typing: it gives what Backend's methods describe.
+        return build_with(source, cast(Backend, self), _Whole, fill=1 if traps else 0)
 
     # --- derived: override where your system has better -----------------------------------
 
@@ -342,6 +343,7 @@ class _Whole(Program):
     goes through what its `compile` made of the run (the run itself, by default)."""
 
     compiled = None
+    backend: Any  # the kit's framework (_Common): Backend's methods and its own hooks
 
     def run(self, buffers):
         with self.backend.around_run():

@@ -85,8 +85,8 @@ class Lowering:
 
     def gather(self, a: Flat, index: np.ndarray, shape: tuple[int, ...]) -> Flat:
         """out[i] = a[index[i]]: expand, loads, and spreading a scalar."""
-        index = self.constant(np.asarray(index, np.int32), "i32", shape)
-        return self.call(GATHER, [a.array, index.array], a.dtype, shape)
+        where = self.constant(np.asarray(index, np.int32), "i32", shape)
+        return self.call(GATHER, [a.array, where.array], a.dtype, shape)
 
     def spread(self, a: Flat, shape: tuple[int, ...]) -> Flat:
         """A scalar (a literal, a 0-d value) as a value of `shape`, so that every operand a

@@ -13,6 +13,7 @@ exp2 or log2 op, so they are written as a TensorFlow user writes them, `pow(2, a
 from __future__ import annotations
 
 import contextlib
+from typing import Any
 
 import tensorflow as tf
 
@@ -60,7 +61,7 @@ DTYPES = {"f32": tf.float32, "i32": tf.int32, "bool": tf.bool}
 class TensorFlow(Framework):
     name, version = "tensorflow", tf.__version__
     ops, dtypes = OPS, DTYPES
-    tape = None
+    tape: Any = None  # the GradientTape of the run under way (around_run)
 
     def tensor(self, array):
         return tf.constant(array)

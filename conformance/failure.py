@@ -169,12 +169,12 @@ class FailureStage:
             found = []  # every case was a known divergence, passed over: nothing else to say
         new = list(revoked)
         for d in found:
-            entry = self.known.explains(d.signature, named_variants(d)) \
+            named = self.known.explains(d.signature, named_variants(d)) \
                 if self.known is not None else None
-            if entry is None:
+            if named is None:
                 new.append(d)
             else:
-                matched.add(entry)
+                matched.add(named)
         return Sorted(new, sorted(matched), expected=bool(matched) and not new)
 
     def _unconfirmed(self, entry: str, finding: Finding, impl) -> str:

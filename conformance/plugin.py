@@ -238,7 +238,7 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function):
     except BaseException as error:
         from gradient_conformance.conformance.failure import diverged
         first = diverged(error)
-        if first is not None and looks:
+        if first is not None and looks and run.stage is not None:
             _look_again(run, run.stage, pyfuncitem, first.finding)
         raise
     # A check that ran to its end must have compared something (docs/suite.md, "What a

@@ -130,6 +130,7 @@ class Reading:
         """The built program, or the IRError that rejects it."""
         if self.error is not None:
             raise self.error
+        assert self.statements is not None  # parsed: else self.error says why not
         if semantics is not SPEC:
             if semantics.reads is not SPEC.reads:  # a variant that reads the text otherwise
                 read = semantics.reads(self.source)

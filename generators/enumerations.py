@@ -494,9 +494,9 @@ def _zeroed(source: str) -> tuple[str, dict, dict]:
     from gradient_conformance.reference.cases import slots_of
     from gradient_conformance.reference.syntax import parse
     values = {"f32": 0.75, "i32": 1, "bool": True}
-    buffers = {slot: np.full(shape, values[dtype], {"f32": np.float32, "i32": np.int32,
-                                                     "bool": np.bool_}[dtype])
-               for slot, (dtype, shape) in slots_of(parse(source)).items()}
+    types = {"f32": np.float32, "i32": np.int32, "bool": np.bool_}
+    buffers: dict[int, np.ndarray] = {slot: np.full(shape, values[dtype], types[dtype])
+                                      for slot, (dtype, shape) in slots_of(parse(source)).items()}
     return source, buffers, {}
 
 

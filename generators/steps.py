@@ -158,6 +158,8 @@ def _cast(w: Writer, base) -> None:
         return
     source = w.dtype("f32", "i32", "bool")
     target = w.dtype("f32", "i32", "bool")
+    if source is None or target is None:  # a program that may use none of the dtypes
+        return
     shape = w.choose_shape(source, base)
     a = w.pick(source, shape, literal_ok=shape == (), recent=True)
     w.value("cast", [a], target, shape, attrs=f"dtype={target}")

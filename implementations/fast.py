@@ -13,6 +13,7 @@ import math
 import re
 from decimal import Decimal
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 
@@ -80,6 +81,7 @@ def f32_literal(text: str) -> np.float32:
         key = (distance, not even)
         if best is None or key < best[0]:
             best = (key, c)
+    assert best is not None  # the finite candidates: at least the guess itself
     value = best[1]
     if value == 0 and exact < 0:
         return np.float32(-0.0)
@@ -305,10 +307,11 @@ def build_program(source: str) -> Program:
 def _build_program(source: str, where: list) -> Program:  # noqa: C901
     p = Program()
     lines = tokenize(source, where)
-    env, ever = {}, set()
-    stack = [(p.top, None, [])]  # (body, loop, names)
-    stores = {}
-    ranges_of = {}  # node id -> set of loop ids it depends on
+    env: dict = {}
+    ever: set = set()
+    stack: list[tuple] = [(p.top, None, [])]  # (body, loop, names)
+    stores: dict = {}
+    ranges_of: dict = {}  # node id -> set of loop ids it depends on
     next_loop = [0]
 
     def scope():
@@ -530,6 +533,7 @@ def call(p, g, ops, at, operand, scope):
             node = fg.make(op, tuple(foperand(o) for o in fops), fat.items())
         fenv[target] = node
         order.append(node)
+    assert result is not None  # a def body ends with its return (line 372 refused others)
     node = g.make("call", args, (("func", ops[0]),), scope, None, result.dt, result.sh)
     node.value = (fg, [fenv[n] for n in params], result, order)  # the body, for running
     return node
@@ -537,7 +541,7 @@ def call(p, g, ops, at, operand, scope):
 
 def stores_reaching(p):
     """load node id -> the stored value nodes it may read (SPEC.md, "Buffers and memory")."""
-    found = {}
+    found: dict = {}
 
     def flow(body, state):
         for s in body:
@@ -611,7 +615,8 @@ def expand_gradient(p, y, x, scope, open_loops, deps, reaching):  # noqa: C901
         raise Invalid("[open-range]")
 
     # Which nodes depend on x: search from x up through users (f32 edges, no detach, memory).
-    edges, todo, seen = {}, [y], {y.id}
+    edges: dict = {}
+    todo, seen = [y], {y.id}
     while todo:
         n = todo.pop()
         if n is x or n.dt != "f32" or n.op in BLOCKING:
@@ -756,7 +761,7 @@ def _to_i32(a):
 
 def _elementwise(op, dt, args):  # noqa: C901 - one branch per elementwise op, as ir.md lists them
     a = args[0]
-    b = args[1] if len(args) > 1 else None
+    b: Any = args[1] if len(args) > 1 else None  # None for a unary op, which never reads it
     with np.errstate(all="ignore"):
         if op == "add":
             return a + b if dt == "f32" else _wrap(a.astype(np.int64) + b)
@@ -803,6 +808,7 @@ def _reduce(node, a):
     kept = [k for k in range(a.ndim) if k not in axes]
     rows = np.transpose(a, kept + list(axes)).reshape(
         math.prod(a.shape[k] for k in kept), math.prod(a.shape[k] for k in axes))
+    out: np.ndarray
     if rows.shape[1] == 0:
         out = np.full(rows.shape[0], IDENTITY[(op, dt)], NP[dt])
     else:
@@ -856,7 +862,7 @@ class Runner:
     def __call__(self, buffers):
         memory = {slot: np.array(buffers[slot], NP[n.dt]).reshape(n.sh)
                   for slot, n in self.p.buffers.items()}
-        env = {}
+        env: dict = {}
         self._block(self.p.top, env, memory)
         return memory
 
@@ -964,7 +970,8 @@ def backprop(tape):
 def _backprop(tape):
     if not isinstance(tape, list | tuple) or len(tape) == 0:
         raise Invalid("a tape is a non-empty list of entries")
-    values, ops = [], []
+    values: list = []
+    ops: list[tuple] = []  # (kind,) for a leaf, (kind, i, j) for an operation
     for k, entry in enumerate(tape):
         if not isinstance(entry, list | tuple) or len(entry) == 0:
             raise Invalid(f"entry {k}: not an entry")
@@ -982,7 +989,7 @@ def _backprop(tape):
         a, b = values[i], values[j]
         values.append(np.float32(a + b) if kind == "add" else np.float32(a * b))
         ops.append((kind, int(i), int(j)))
-    received = [[] for _ in tape]
+    received: list[list] = [[] for _ in tape]
     received[-1].append((len(tape), np.float32(1.0)))
     out = [np.float32(0.0)] * len(tape)
     for k in range(len(tape) - 1, -1, -1):

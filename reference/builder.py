@@ -31,6 +31,18 @@ def build_program(statements: list[Statement], semantics: Semantics = SPEC) -> P
     return _Builder(semantics).run(statements)
 
 
+def _target(s: Statement) -> str:
+    """The name a value statement defines: `_statement` refused one without it."""
+    assert s.target is not None, s
+    return s.target
+
+
+def _tag(counter: Node) -> int:
+    """A range counter's tag: its loop's id, which `_range` always gives it."""
+    assert counter.tag is not None, counter
+    return counter.tag
+
+
 @dataclass(eq=False)
 class _Frame:
     body: list
@@ -58,7 +70,7 @@ class _Builder:
     @property
     def scope(self) -> int:
         loop = self.frames[-1].loop
-        return loop.counter.tag if loop else 0
+        return _tag(loop.counter) if loop else 0
 
     def run(self, statements: list[Statement]) -> Program:
         pending_def: list[Statement] | None = None
@@ -89,8 +101,8 @@ class _Builder:
             name = first.operands[0].text
             raise BuildError(0, name, f"the def of {name} on line {first.line} is never closed "
                              f"(expected 'end {name}')")
-        if len(self.frames) > 1:
-            loop = self.frames[-1].loop
+        loop = self.frames[-1].loop
+        if loop is not None:
             raise BuildError(0, loop.name, f"the range {loop.name} opened on line {loop.line} "
                              f"is never closed (expected 'end {loop.name}')")
         return Program(self.graph, self.top, dict(sorted(self.buffers.items())), self.functions,
@@ -113,7 +125,7 @@ class _Builder:
         raise BuildError(s.line, s.op, "return stands only at the end of a def body")
 
     def _name(self, s: Statement, node: Node) -> None:
-        name = s.target
+        name = _target(s)
         if name in self.defined_at:
             raise BuildError(s.line, name, f"{name} is already defined on line "
                              f"{self.defined_at[name]}; every name is assigned once")
@@ -124,13 +136,13 @@ class _Builder:
 
     def _bind(self, s: Statement, node: Node, first: int) -> Define:
         self._name(s, node)
-        define = Define(s.line, s.target, node, self.graph.nodes[first:])
+        define = Define(s.line, _target(s), node, self.graph.nodes[first:])
         self.frames[-1].body.append(define)
         return define
 
     def _buffer(self, s: Statement) -> None:
         if len(self.frames) > 1:
-            raise BuildError(s.line, s.target, "buffers are declared at top level, not inside "
+            raise BuildError(s.line, _target(s), "buffers are declared at top level, not inside "
                              "a range")
         if s.operands:
             raise BuildError(s.line, s.operands[0].text, "buffer takes no operands, only "
@@ -194,16 +206,17 @@ class _Builder:
             token = s.operands[0].text if s.operands else "range"
             raise BuildError(s.line, token, "range takes one operand, its count: an i32 literal")
         count = s.operands[0].value
+        assert isinstance(count, int)  # an i32 literal's value (syntax.py)
         if count < 0:
             raise BuildError(s.line, s.operands[0].text, "the count of a range cannot be "
                              "negative")
         if len(self.frames) > MAX_NESTING:
-            raise BeyondLimit(s.line, s.target, f"ranges nest deeper than {MAX_NESTING}")
+            raise BeyondLimit(s.line, _target(s), f"ranges nest deeper than {MAX_NESTING}")
         loop_id = self.next_range
         self.next_range += 1
         counter = self.graph.node("range", (), (("count", count),), scope=loop_id, tag=loop_id,
                                   line=s.line, dtype="i32", shape=())
-        loop = Loop(s.line, counter, s.target, count)
+        loop = Loop(s.line, counter, _target(s), count)
         self.frames[-1].body.append(loop)
         self.frames.append(_Frame(loop.body, loop))
         self._name(s, counter)  # in the body's frame: visible in the body only
@@ -227,7 +240,7 @@ class _Builder:
         first = len(self.graph.nodes)
         node = self._value_node(s, self._operand, self.graph, self.scope)
         if node.op == "load" and node not in self.loads_in:
-            self.loads_in[node] = frozenset(f.loop.counter.tag for f in self.frames if f.loop)
+            self.loads_in[node] = frozenset(_tag(f.loop.counter) for f in self.frames if f.loop)
         self._bind(s, node, first)
 
     def _gradient(self, s: Statement) -> None:
@@ -396,8 +409,8 @@ class _Builder:
                     node = expansion.result
                 else:
                     node = self._value_node(s, operand, graph, 0)
-                env[s.target], defined[s.target] = node, s.line
-                statements.append(Define(s.line, s.target, node, graph.nodes[first:],
+                env[_target(s)], defined[_target(s)] = node, s.line
+                statements.append(Define(s.line, _target(s), node, graph.nodes[first:],
                                          expansion))
         except BuildError as problem:
             types = ", ".join(f"{d}{list(sh)}" for d, sh in signature) or "no arguments"
@@ -420,7 +433,7 @@ class _Builder:
         memo: dict[Node, frozenset[int]] = {}
         inputs = self.semantics.range_inputs
         for n in gradient.post_order(node, inputs):
-            own = frozenset((n.tag,)) if n.op == "range" else self.loads_in.get(n, frozenset())
+            own = frozenset((_tag(n),)) if n.op == "range" else self.loads_in.get(n, frozenset())
             memo[n] = own.union(*(memo[o] for o in inputs(n)))
         return memo[node]
 

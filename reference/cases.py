@@ -223,7 +223,7 @@ def check(case: Case, build) -> tuple[bool, str]:
 def format_values(array: np.ndarray, dtype: str) -> str:
     """An array's elements as an expectation writes them: f32 as exact bits in hex (so no
     decimal rounding is ever involved), i32 in decimal, bool as true/false."""
-    flat = np.asarray(array, NUMPY[dtype]).ravel()
+    flat: np.ndarray = np.asarray(array, NUMPY[dtype]).ravel()
     if dtype == "f32":
         return " ".join(f"0x{b:08x}" for b in flat.view(np.uint32).tolist())
     if dtype == "bool":

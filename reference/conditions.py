@@ -278,7 +278,7 @@ def product_rows() -> dict[str, tuple[int, ...]]:
     rows: dict[str, tuple[int, ...]] = {}
     for key in RULES:
         op = OPS[key.split(".")[0]]
-        if op.computed("f32") is not None:
+        if op.computed("f32") is not None and isinstance(op.arity, int):
             rows[key] = tuple(range(op.arity))
         elif op.arity == 3:
             rows[key] = (1, 2)
@@ -396,10 +396,10 @@ class Reached:
     def _products(self, node: Node, args: list, result) -> None:
         """The products (PRODUCTS) a node took: as a rule's node, each operand's position,
         kind and classes; as the g reaching rules' nodes, its classes."""
-        for row in self._g_of.get(node, ()):
+        for reached in self._g_of.get(node, ()):
             for name in value_classes_of(result) if node.dtype == "f32" else ():
                 if name in G_CLASSES:
-                    self.add(f"product.{row}.g.{name}")
+                    self.add(f"product.{reached}.g.{name}")
         row = self._sites.get(node)
         if row is None:
             return
@@ -532,7 +532,8 @@ class Reached:
         """What the built program holds: shapes, operands, the walks and the dependences
         of its gradients. Call before the run, so that the run knows which nodes a rule
         built and which ones a walk visited."""
-        built, visited = set(), set()
+        built: set[Node] = set()
+        visited: set[Node] = set()
         statements = list(walk(program.statements))
         enclosing = _enclosing_loops(program.statements)
         for s in statements:
@@ -631,6 +632,7 @@ class Reached:
     # would be scattered.
     def _expansion(self, program: Program, s: Define, statements: list, loops) -> None:  # noqa: C901
         e = s.expansion
+        assert e is not None  # the caller passes a gradient's Define
         earlier = {n for d in statements if isinstance(d, Define) and d.expansion is not None
                    and d is not s for n in d.created}
         for visit in e.visits:
@@ -780,7 +782,9 @@ class Reached:
         """What of the text decides which statements are one node: a buffer loaded again,
         attributes written both ways, a literal two ways, names that differ only in a dot, an
         underscore or a letter's case; and the pairs of features the program holds."""
-        orders, spellings, names = set(), {}, {}
+        orders: set = set()
+        spellings: dict = {}
+        names: dict = {}
         loaded: dict[str, bool] = {}  # a buffer loaded whole -> stored to since
         for s in statements:
             if s.op == "store" and s.operands[0].text in loaded:
@@ -825,7 +829,7 @@ def _folded(name: str) -> str:
 def _enclosing_loops(statements: list) -> dict:
     """Each statement of a range body -> the Loops it stands in, outermost first."""
     found: dict = {}
-    stack = [(iter(statements), ())]
+    stack: list[tuple] = [(iter(statements), ())]
     while stack:
         body, loops = stack[-1]
         s = next(body, None)
@@ -891,12 +895,13 @@ def rebuilt(statements, problem: errors.IRError):
     from .builder import build_program
     from .semantics import SPEC
     semantics = SPEC
-    while getattr(problem, "rule", None) is not None:
-        semantics = without(semantics, problem.rule)
+    rule = getattr(problem, "rule", None)  # a GradientError's; the others have none
+    while rule is not None:
+        semantics = without(semantics, rule)
         try:
             return build_program(list(statements), semantics)
         except errors.IRError as again:
-            if getattr(again, "rule", None) == getattr(problem, "rule", None):
+            if getattr(again, "rule", None) == rule:
                 return None
-            problem = again
+            rule = getattr(again, "rule", None)
     return None

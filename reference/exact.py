@@ -578,7 +578,7 @@ class Rational:
         return self.round(Fraction(mantissa) * Fraction(2) ** exponent)
 
 
-BACKENDS = {"rational": Rational}
+BACKENDS: dict[str, type[Rational] | type[Mpfr]] = {"rational": Rational}
 if gmpy2 is not None:
     BACKENDS["mpfr"] = Mpfr
 BACKEND = BACKENDS["mpfr" if gmpy2 is not None else "rational"]()

@@ -111,6 +111,7 @@ class Graph:
         scope = self._scope_of(op, tuple(operands), scope)
         if dtype is None:
             dtype, shape = infer(op, operands, dict(written))
+        assert shape is not None, op  # a leaf passes its shape with its dtype
         key = self._key(op, dtype, shape, tuple(operands), written, scope, tag, origin)
         found = self._index.get(key)
         if found is None:

@@ -20,6 +20,7 @@ implementation's to say.
 from __future__ import annotations
 
 import dataclasses
+from typing import cast
 
 from .builder import build_program
 from .errors import IRError
@@ -47,7 +48,7 @@ def program_json(source: str) -> dict:
 def _bits(operand: Operand) -> int:
     if operand.kind == "bool":
         return int(bool(operand.value))
-    return int(operand.value) & 0xFFFFFFFF  # f32: already its bits; i32: two's complement
+    return cast(int, operand.value) & 0xFFFFFFFF  # f32: already its bits; i32: two's complement
 
 
 class _Writer:
@@ -86,7 +87,7 @@ class _Writer:
                 self.operand(s, o, n, scopes) for n, o in enumerate(s.operands)],
                 "attrs": {key: list(v) if isinstance(v, tuple) else v for key, v in s.attrs}}
             if s.op == "range":
-                entry["count"] = int(s.operands[0].value)
+                entry["count"] = cast(int, s.operands[0].value)
                 entry["target"] = s.target
                 entry["body"], k = self.block(statements, k, [*scopes, {s.target: s.line}])
             else:

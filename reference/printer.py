@@ -111,7 +111,7 @@ def format_trace(program: Program) -> str:
                 for visit in e.visits:
                     shares = ", ".join(names.text(n) for n in visit.shares)
                     node = names.text(visit.node)
-                    fold = names.text(visit.gradient)
+                    fold = names.text(visit.gradient) if visit.gradient is not None else "-"
                     lines.append(f"  {node} = {format_node(visit.node, names)}")
                     lines.append(f"    received [{shares}] -> gradient {fold}")
                     if visit.node is e.x:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from .gradient import Expansion
 from .graph import Graph, Node
@@ -70,7 +71,9 @@ class Program:
     definitions: list[Statement]  # the def ... end statements as parsed, for printing
     calls: dict[Node, Instance]  # call node -> the instance it runs
     names: dict[Node, str]  # the first name given to each named node
-    semantics: object = None  # what it was built by (reference/semantics.py), and runs by
+    # The Semantics it was built by, and runs by (set by build_program, always). Not imported:
+    # semantics.py imports the interpreter, which imports this module.
+    semantics: Any = None
 
 
 def walk(statements: list) -> Iterator:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
+from typing import cast
 
 from . import exact
 from .errors import LineBeyondLimit, ParseError
@@ -36,7 +37,7 @@ class Operand:
 
     def canonical(self) -> str:
         if self.kind == "f32":
-            return exact.f32_to_text(self.value)
+            return exact.f32_to_text(cast(int, self.value))  # an f32 literal's value: bits
         if self.kind == "bool":
             return "true" if self.value else "false"
         if self.kind == "i32":
@@ -125,7 +126,7 @@ def _lex(line: int, code: str) -> list[str]:
     for match in _TOKEN.finditer(code):
         if match.start() != pos:  # a gap: something no token starts with
             break
-        tokens.append(match.group(match.lastindex))
+        tokens.append(match.group(cast(int, match.lastindex)))  # every token is a group
         if len(tokens) > MAX_LINE_TOKENS:
             raise LineBeyondLimit(line, tokens[-1],
                                   f"more than {MAX_LINE_TOKENS} tokens on one line")

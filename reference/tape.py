@@ -55,7 +55,7 @@ def check(tape) -> list[tuple]:
     if not tape:
         raise TapeError(None, "empty", "the tape is empty: there is no last entry to "
                         "differentiate")
-    entries = []
+    entries: list[tuple] = []  # (kind, value bits) or (kind, operand, operand)
     for k, entry in enumerate(tape):
         if not isinstance(entry, list | tuple) or not entry:
             raise TapeError(k, "entry", f"an entry is a list like [\"add\", 0, 1], not "
@@ -74,7 +74,7 @@ def check(tape) -> list[tuple]:
         for operand in entry[1:]:
             if isinstance(operand, bool) or not isinstance(operand, numbers.Integral):
                 raise TapeError(k, "operand", f"operand {operand!r} is not an entry index")
-            if not 0 <= operand < k:
+            if not 0 <= int(operand) < k:
                 raise TapeError(k, "operand", f"operand {operand} is not an earlier entry "
                                 f"(entry {k} may use entries 0 to {k - 1})")
         entries.append((kind, int(entry[1]), int(entry[2])))

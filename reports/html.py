@@ -51,14 +51,16 @@ def coverage_view(report: Report) -> dict | None:
     model, reached = cov.get("model"), cov.get("reached")
     if type(model) is not int or type(reached) is not int or not 0 <= reached <= model > 0:
         return None
-    says = cov.get("says") if isinstance(cov.get("says"), dict) else {}
-    listed = cov.get("unreached") if isinstance(cov.get("unreached"), list) else []
+    said, named = cov.get("says"), cov.get("unreached")
+    says: dict = said if isinstance(said, dict) else {}
+    listed: list = named if isinstance(named, list) else []
     unreached = [(n, says[n] if isinstance(says.get(n), str) else "") for n in listed
                  if isinstance(n, str)]
     alone = cov.get("generated_reached")
     # Per check, the conditions of the model it took (not its products and pairs), as the
     # run counted them (conformance/totals.py, `coverage`).
-    per_check = cov.get("checks") if isinstance(cov.get("checks"), dict) else {}
+    counted = cov.get("checks")
+    per_check: dict = counted if isinstance(counted, dict) else {}
     checks = [(str(c), n) for c, n in sorted(per_check.items(), key=lambda kv: str(kv[0]))
               if type(n) is int and 0 < n <= model]
     return {"model": model, "reached": reached, "share": 100 * reached / model,
@@ -123,9 +125,9 @@ def op_view(report: Report) -> dict:
                     "hash-consing": "hash consing", "literal": "a literal",
                     "rejection": "a rejection", "crash": "a crash"}.get(str(kind), "")
             what = what or ("no location" if not kind else str(kind))
-            op = d.location.get("op") if isinstance(d.location, dict) else None
-            if isinstance(op, str) and op and d.location.get("line"):
-                what += f" at `{op}`"  # the statement located, said with its op
+            at = d.location.get("op") if isinstance(d.location, dict) else None
+            if isinstance(at, str) and at and d.location.get("line"):
+                what += f" at `{at}`"  # the statement located, said with its op
             elsewhere[what] = elsewhere.get(what, 0) + 1
     # An op a location names is not one "no explanation implicates", whatever the kind.
     located = {str(d.location.get("op")) for d, _ in programs
@@ -134,17 +136,17 @@ def op_view(report: Report) -> dict:
     tape_checks = sorted({c for c in report.checks if c.startswith("test_tape")}
                          | {d.check for d in report.divergences if is_tape(d)})
     for c in tape_checks:
-        found = [d for d in report.divergences if is_tape(d) and d.check == c]
+        of_check = [d for d in report.divergences if is_tape(d) and d.check == c]
         cases = report.cases.get(c, 0) if isinstance(report.cases, dict) else 0
         cases = cases if type(cases) is int else 0
-        kinds = sorted({str(d.location.get("kind")) for d in found
+        kinds = sorted({str(d.location.get("kind")) for d in of_check
                         if isinstance(d.location, dict) and d.location.get("kind")})
-        variants = sorted({str(v.get("name")) for d in found for v in
+        variants = sorted({str(v.get("name")) for d in of_check for v in
                            (d.diagnosis or {}).get("variants", []) if isinstance(v, dict)})
-        if not cases and not found:
+        if not cases and not of_check:
             continue  # skipped: the implementation defines no backprop()
-        tapes.append({"check": c, "cases": cases, "found": len(found),
-                      "ratio": _ratio(len(found), cases),
+        tapes.append({"check": c, "cases": cases, "found": len(of_check),
+                      "ratio": _ratio(len(of_check), cases),
                       "kinds": kinds, "variants": variants})
     return {"rows": rows, "columns": columns, "elsewhere": sorted(elsewhere.items()),
             "left_out": sorted(op for op in report.ops

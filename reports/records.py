@@ -192,7 +192,7 @@ def _typed(cls, data, what: str) -> dict:
     """The fields of `cls` in `data`, each of its field's type, or ValueError naming it."""
     if not isinstance(data, dict):
         raise ValueError(f"{what} is {type(data).__name__}, not an object")
-    values = {}
+    values: dict = {}
     for f in fields(cls):
         if f.name not in data:
             continue
@@ -208,8 +208,9 @@ def _typed(cls, data, what: str) -> dict:
     return values
 
 
-_KINDS = {"str": str, "int": int, "float": (int, float), "list": list, "dict": dict,
-          "tuple": (list, tuple), "bool": bool}
+_KINDS: dict[str, type | tuple[type, ...]] = {
+    "str": str, "int": int, "float": (int, float), "list": list, "dict": dict,
+    "tuple": (list, tuple), "bool": bool}
 
 
 def divergence_from_dict(data) -> Divergence:

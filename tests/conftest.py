@@ -26,12 +26,21 @@ CASES = ROOT / "cases"
 FAST = "gradient_conformance.implementations.fast"
 FAULTS = "gradient_conformance.implementations.faults"
 
-settings.register_profile("default", deadline=None, max_examples=150,
+# The project's own property tests: 50 examples in the first tier (each property is proved
+# with the least work that shows it), 1,000 in the second (--slow), which measures.
+settings.register_profile("default", deadline=None, max_examples=50,
                           suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("slow", deadline=None, max_examples=1000,
                           suppress_health_check=[HealthCheck.too_slow])
 
+# pytester: tests of the plugin that run pytest in this process (usage errors, collection).
+pytest_plugins = ["pytester"]
+
 FIGURES: list[str] = []
+# Each test's whole protocol (setup, call, teardown), in seconds, by node id: summed from the
+# reports, so that under xdist the controller sees every worker's tests.
+SECONDS: dict[str, float] = {}
+SLOWEST = 10
 
 
 def pytest_addoption(parser):
@@ -57,9 +66,18 @@ def pytest_runtest_logreport(report):
     # prints the summary also from an xdist worker.
     if report.when == "call":
         FIGURES.extend(value for name, value in report.user_properties if name == "figure")
+    SECONDS[report.nodeid] = SECONDS.get(report.nodeid, 0.0) + report.duration
 
 
 def pytest_terminal_summary(terminalreporter):
+    """The figures the tests measured, and the time the tier's tests took: a report to read
+    (README, "The tiers": the first tier's targets), never a timed assertion."""
+    if SECONDS:
+        terminalreporter.section(f"the {SLOWEST} slowest tests, each its whole protocol")
+        for nodeid, seconds in sorted(SECONDS.items(), key=lambda kv: -kv[1])[:SLOWEST]:
+            terminalreporter.write_line(f"{seconds:7.1f} s  {nodeid}")
+        terminalreporter.write_line(f"{sum(SECONDS.values()):7.1f} s  in all, {len(SECONDS)} "
+                                    "tests (summed over the workers: CPU-bound, not wall time)")
     if FIGURES:
         terminalreporter.section("figures measured by the tests")
         for line in FIGURES:
@@ -72,12 +90,22 @@ def figures(request):
     return lambda line: request.node.user_properties.append(("figure", line))
 
 
-def suite(impl: str, *args: str, cwd=ROOT, timeout: float = 900, env=None):
+def suite(impl: str, *args: str, cwd=ROOT, timeout: float = 900, env=None,
+          examples: int | None = 5, shrink: bool = False):
     """The conformance suite against `impl`, run as a user runs it (the gradient-conformance
-    command, in a process of its own): (exit status, stdout and stderr, seconds)."""
+    command, in a process of its own): (exit status, stdout and stderr, seconds).
+
+    Most tests assert plumbing (an exit status, a message, a report), which shows on the first
+    cases: so by default each generated check runs `examples` cases, without shrinking. A
+    test of what the profile finds, or of shrinking, asks for it: `examples=None` (the
+    profile's, or the --max-examples it passes), `shrink=True`."""
+    chosen = any(a.startswith(("--max-examples", "--conformance-max-examples")) for a in args)
+    extra = [f"--max-examples={examples}"] if examples is not None and not chosen else []
+    if not shrink and "--no-shrink" not in args:
+        extra.append("--no-shrink")
     started = time.perf_counter()
     result = subprocess.run(
         [sys.executable, "-m", "gradient_conformance", f"--impl={impl}", "-p",
-         "no:cacheprovider", *args], cwd=cwd, capture_output=True, text=True,
+         "no:cacheprovider", *extra, *args], cwd=cwd, capture_output=True, text=True,
         timeout=timeout, env=env)
     return result.returncode, result.stdout + result.stderr, time.perf_counter() - started

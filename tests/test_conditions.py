@@ -5,6 +5,7 @@ and `gradient-conformance coverage` says what a run took."""
 
 from __future__ import annotations
 
+import io
 import re
 import subprocess
 import sys
@@ -177,7 +178,28 @@ def test_coverage_of_the_ci_profile():
     assert share(generated[0]) >= 85.0, generated[0]
 
 
-def test_coverage_fails_under_a_threshold_it_does_not_reach():
+@pytest.mark.parametrize("missing", [0, 1])
+def test_coverage_fails_under_a_threshold_it_does_not_reach(missing, monkeypatch):
+    """The command over a made-up run's record (the first tier's form; the second tier runs
+    the command whole, above): every condition taken passes --fail-under=100; one left out
+    fails it, naming the condition."""
+    from gradient_conformance.conformance.commands.suite import Finished
+    from gradient_conformance.reports.records import Report
+    left_out = sorted(CONDITIONS)[:missing]
+    counts = {name: 1 for name in CONDITIONS if name not in left_out}
+    report = Report(implementation={"name": "made-up", "version": "1"},
+                    conditions={"test_made_up": counts})
+    monkeypatch.setattr(coverage, "in_subprocess",
+                        lambda *args, **kw: Finished(0, "", 0.1, report))
+    printed = io.StringIO()
+    code = coverage.main(profile="ci", impl="x", fail_under=100.0, out=printed)
+    assert code == missing, printed.getvalue()
+    assert all(f"  {name} " in printed.getvalue() for name in left_out)
+    assert ("never taken (1):" if missing else "every condition was taken") in printed.getvalue()
+
+
+@pytest.mark.slow
+def test_the_coverage_command_fails_under_a_threshold_its_run_does_not_reach():
     code, output = run_coverage("--fail-under=100", "--max-examples=2")
     assert code == 1, output[-3000:]
     assert "never taken" in output

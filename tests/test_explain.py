@@ -333,7 +333,7 @@ def test_a_second_bug_in_one_check_is_reported_and_the_run_ends_with_its_verdict
                      "variants.CATALOGUE['idiv-floors'].semantics())")
     report = tmp_path / "r.json"
     code, output, _ = suite(module, "-q", "-k", "test_exact_programs_bit_for_bit",
-                            "--no-shrink", f"--report-json={report}")
+                            "--no-shrink", f"--report-json={report}", examples=None)
     assert code == 1, output[-3000:]
     divergences = json.loads(report.read_text())["divergences"]
     named = [{v["name"] for v in d["diagnosis"].get("variants", [])} for d in divergences]

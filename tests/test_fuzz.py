@@ -245,11 +245,23 @@ def test_a_redis_database_is_shared(tmp_path):
         server.wait()
 
 
-def test_bad_fuzz_arguments_are_usage_errors(tmp_path):
-    for argv in (["--minutes", "0"], ["--minutes", "1", "--check", "nope"],
-                 ["--minutes", "1", "--jobs", "0"], ["--minutes", "1", "--tasks", "2"],
+def test_bad_fuzz_arguments_are_usage_errors(tmp_path, capsys, monkeypatch):
+    """The arguments the command checks before it starts anything, in this process (pytest is
+    never reached); a check that names no check, as a user runs it."""
+    from gradient_conformance.conformance.commands import main
+
+    def reached(*args, **kw):
+        raise AssertionError(f"pytest ran for bad arguments: {args}")
+    monkeypatch.setattr("pytest.main", reached)
+    for argv in (["--minutes", "0"], ["--minutes", "1", "--jobs", "0"],
+                 ["--minutes", "1", "--tasks", "2"],
                  ["--minutes", "1", "--tasks", "0", "--scheduler", "tcp://127.0.0.1:9"]):
-        run = subprocess.run([sys.executable, "-m", "gradient_conformance", "fuzz",
-                              f"--impl={FAULT}", "--out", str(tmp_path), *argv], cwd=ROOT,
-                             capture_output=True, text=True, timeout=120)
-        assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
+        code = main(["fuzz", f"--impl={FAULT}", "--out", str(tmp_path), *argv])
+        said = capsys.readouterr().err
+        assert code == 2 and said.startswith("gradient-conformance fuzz: "), (argv, said)
+    assert not any(tmp_path.iterdir())  # nothing was started, so nothing written
+    run = subprocess.run([sys.executable, "-m", "gradient_conformance", "fuzz",
+                          f"--impl={FAULT}", "--out", str(tmp_path), "--minutes", "1",
+                          "--check", "nope"], cwd=ROOT, capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr

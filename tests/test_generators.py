@@ -373,6 +373,7 @@ SMALLEST = ("%a = buffer slot=0 dtype=f32 shape=[]\n%o = buffer slot=1 dtype=f32
             "store %o %g\n")
 
 
+@pytest.mark.slow
 def test_a_planted_fault_shrinks_to_a_small_program(figures):
     """Reversing the fold changes the bits only with three or more order-sensitive shares, so
     no program under SMALLEST's 7 statements shows it. Shrinking is a local search whose start
@@ -566,6 +567,7 @@ def _below(found: Counter, drawn: int, names, floor: float) -> dict[str, float]:
     return {n: round(100 * found[n] / drawn, 2) for n in names if 100 * found[n] / drawn < floor}
 
 
+@pytest.mark.slow
 def test_no_op_rule_or_kind_of_condition_falls_below_its_floor():
     from gradient_conformance.conformance.running import Reading
     from gradient_conformance.reference.conditions import MEASURED

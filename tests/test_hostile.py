@@ -56,6 +56,32 @@ def test_the_suite_survives(name, figures):
         assert "passed" not in output.splitlines()[-1]
 
 
+MOST_CHECKS = 20
+
+
+def test_each_case_selects_few_checks_and_some(pytester):
+    """Each case's -k expression, as pytest's own -k reads it over the suite's collected
+    checks (in this process): it selects at least one check and at most MOST_CHECKS, unless
+    the case says it is about every check. So a selection cannot grow silently when a new
+    check's name happens to match it (server_crashes went from 25 s to 87 s so)."""
+    from _pytest.mark import KeywordMatcher
+    from _pytest.mark.expression import Expression
+
+    from gradient_conformance.conformance.commands.suite import suite_arguments
+    items, _ = pytester.inline_genitems(*suite_arguments(["--impl=reference"]),
+                                        "-p", "no:cacheprovider")
+    assert len(items) > 100, [item.nodeid for item in items]
+    matchers = [KeywordMatcher.from_item(item) for item in items]
+    counts = {}
+    for name, case in BATTERY["case"].items():
+        if case.get("every_check"):
+            assert case["select"] == "", name
+            continue
+        expression = Expression.compile(case["select"])
+        counts[name] = sum(expression.evaluate(m) for m in matchers)
+    assert all(1 <= count <= MOST_CHECKS for count in counts.values()), counts
+
+
 @pytest.mark.parametrize("name", ["surrogate_message", "control_characters", "long_messages"])
 def test_reports_are_written_whatever_the_implementation_says(name, tmp_path):
     html, data = tmp_path / "r.html", tmp_path / "r.json"

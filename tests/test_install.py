@@ -2,8 +2,12 @@
 from a project of their own that has packages named `reports` and `reference`. docs/commands.md,
 "Installing".
 
-Slow (a venv and its dependencies, from the package index or pip's cache), and worth it:
-everything else tests the checkout, and only this shows what a wheel carries.
+Two forms (README, "The tiers"). The first tier installs the wheel alone (`--no-deps`) into a
+new venv that sees the test venv's packages through a path file: what the wheel carries, its
+entry points and its one top-level name, in seconds. The second installs it with its
+dependencies into a fresh venv that sees nothing else, from the package index or pip's cache:
+that its declared dependencies are enough. Everything else tests the checkout; only this shows
+what a wheel carries.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import sysconfig
 import textwrap
 import zipfile
 
@@ -69,17 +74,30 @@ def wheel(tmp_path_factory) -> pathlib.Path:
     return next(out.glob("*.whl"))
 
 
-@pytest.fixture(scope="module")
-def installed(wheel, tmp_path_factory):
-    """(the venv's bin folder, the user's project)."""
+@pytest.fixture(scope="module", params=["beside", pytest.param("fresh", marks=pytest.mark.slow)])
+def installed(request, wheel, tmp_path_factory):
+    """(the venv's bin folder, the user's project). "beside": the wheel alone, in a venv that
+    sees the test venv's packages after its own (so the wheel's modules, never the checkout's
+    editable ones, are what it imports); "fresh": the wheel and its dependencies, alone."""
     home = tmp_path_factory.mktemp("user")
     venv = home / "venv"
     base = getattr(sys, "_base_executable", sys.executable)
     code, output = _run([base, "-m", "venv", str(venv)], cwd=home)
     assert code == 0, output
-    code, output = _run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q",
-                         f"{wheel}[xdist]", "pytest-profiling"], cwd=home, timeout=1800)
+    python = str(venv / "bin" / "python")
+    if request.param == "beside":
+        site = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_path("
+                               "'purelib'))"], capture_output=True, text=True, check=True)
+        ours = sysconfig.get_path("purelib")
+        (pathlib.Path(site.stdout.strip()) / "test-venv.pth").write_text(ours + "\n")
+        install = [python, "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)]
+    else:
+        install = [python, "-m", "pip", "install", "-q", f"{wheel}[xdist]", "pytest-profiling"]
+    code, output = _run(install, cwd=home, timeout=1800)
     assert code == 0, output
+    code, output = _run([python, "-c", "import gradient_conformance; print("
+                         "gradient_conformance.__file__)"], cwd=home)
+    assert code == 0 and output.startswith(str(venv)), output  # the wheel's, not the checkout's
     project = home / "project"
     for name, text in PROJECT.items():
         (project / name).parent.mkdir(parents=True, exist_ok=True)
@@ -105,7 +123,7 @@ def test_the_wheel_carries_the_case_files_and_one_top_level_name(wheel, figures)
 
 def test_a_user_s_own_pytest_still_works(installed):
     bin_, project = installed
-    code, output = _run([str(bin_ / "pytest"), "-q", "tests"], cwd=project)
+    code, output = _run([str(bin_ / "python"), "-m", "pytest", "-q", "tests"], cwd=project)
     assert code == 0 and "1 passed" in output, output
 
 
@@ -144,21 +162,27 @@ def test_the_installed_spec_can_be_read(installed):
     assert code == 0 and output.startswith("(SPEC.md)\n## Hash consing"), output
 
 
+@pytest.mark.slow
 def test_xdist_gives_the_same_divergences_as_one_process(installed, figures):
+    """The same divergences, signature for signature, in one process and in two workers (the
+    second tier: two whole runs; the first tier's test_plugin.py runs xdist's reporting)."""
     bin_, project = installed
-    counts = {}
+    signatures = {}
     for jobs in ("0", "2"):
         report = project / f"report-{jobs}.json"
         code, output = _run([str(bin_ / "gradient-conformance"), "--impl=myfault", "-q",
                              "-n", jobs, "--max-examples=50", f"--report-json={report}"],
                             cwd=project)
         assert code == 1, output[-3000:]
-        counts[jobs] = len(json.loads(report.read_text())["divergences"])
-    assert counts["0"] == counts["2"] > 0
-    figures(f"installed: -n 0 and -n 2 both report {counts['0']} divergences")
+        signatures[jobs] = sorted(tuple(d["signature"]) for d in
+                                  json.loads(report.read_text())["divergences"])
+    assert signatures["0"] == signatures["2"] and signatures["0"], signatures
+    figures(f"installed: -n 0 and -n 2 both report the same {len(signatures['0'])} "
+            "divergences, signature for signature")
 
 
 def test_pytest_profiling_and_the_plugin_load_together(installed):
     bin_, project = installed
-    code, output = _run([str(bin_ / "pytest"), "-q", "--profile", "tests"], cwd=project)
+    code, output = _run([str(bin_ / "python"), "-m", "pytest", "-q", "--profile", "tests"],
+                        cwd=project)
     assert code == 0 and "1 passed" in output, output

@@ -162,6 +162,7 @@ def test_pytensor_rewrites_recip_times_x_to_one():
     assert out[1].tolist() == [1.0, 1.0, 1.0]
 
 
+@pytest.mark.slow
 def test_torch_compile_refuses_a_second_derivative_that_eager_torch_takes():
     """A finding of the torch.compile row: AOTAutograd has no double backward, so the
     worked example's second derivative, which eager PyTorch takes (12 at x = 2), is refused

@@ -103,7 +103,8 @@ def test_each_variant_s_ci_run_is_located_where_it_can_depart(name, tmp_path):
 
     from tests.conftest import suite
     report = tmp_path / "r.json"
-    code, output, _ = suite(f"variant:{name}", "--profile=ci", "-q", f"--report-json={report}")
+    code, output, _ = suite(f"variant:{name}", "--profile=ci", "-q", f"--report-json={report}",
+                            examples=None, shrink=True)
     assert code == 1, output[-3000:]
     for d in json.loads(report.read_text())["divergences"]:
         where = d["location"]

@@ -120,7 +120,7 @@ def test_the_budget_stops_it_and_it_says_not_minimal(order_bug):
 
 def test_a_case_file_s_divergence_is_shown_reduced_naming_the_file(tmp_path):
     code, output, _ = suite(f"{FAULTS}.creation_order", "-k", "accumulation_order", "-q",
-                            cwd=tmp_path)
+                            cwd=tmp_path, shrink=True)
     assert code == 1, output[-2000:]
     assert "case file examples/accumulation_order.ir" in output
     assert "reduced: from 18 statements to " in output, output[-3000:]

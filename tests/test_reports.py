@@ -39,11 +39,11 @@ RECIP_FAULT = "gradient_conformance.implementations.faults.recip_form"
 RECIP = (ROOT / "cases" / "gradient" / "op_form_recip.ir")
 
 
-def _suite(tmp_path, impl, *select, extra=()):
+def _suite(tmp_path, impl, *select, extra=(), examples: int | None = 5):
     """Run the conformance suite in a subprocess, as a user would: (status, output)."""
     code, output, _ = suite(impl, "-q", f"--report={tmp_path / 'report.html'}",
                             f"--report-json={tmp_path / 'report.json'}", *extra, "-k",
-                            " or ".join(select))
+                            " or ".join(select), examples=examples)
     return code, output
 
 
@@ -54,7 +54,7 @@ def faulty_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("faulty")
     result = _suite(out, "gradient_conformance.implementations.faults.recip_form", "op_form_recip",
                     "test_gradients_bit_for_bit", "test_forward_error_per_op",
-                    extra=("--no-shrink",))
+                    extra=("--no-shrink",), examples=None)
     return out, result
 
 

@@ -34,16 +34,23 @@ TAPES = [c.tape for strategy in (tapes(), invalid_tapes())
 
 @pytest.mark.slow
 def test_the_reference_passes(figures):
-    code, output, seconds = suite("reference", "--profile=ci", "-q")
+    code, output, seconds = suite("reference", "--profile=ci", "-q", examples=None,
+                                  shrink=True)
     assert code == 0, output[-3000:]
     figures(f"suite: the reference passes the ci profile in {seconds:.1f} s "
             f"({output.strip().splitlines()[-1]})")
 
 
-def test_the_fast_implementation_passes(figures):
-    code, output, seconds = suite(FAST, "--profile=ci", "-q")
+@pytest.mark.parametrize("examples", [5, pytest.param(None, id="ci", marks=pytest.mark.slow)])
+def test_the_fast_implementation_passes(examples, figures):
+    """The first tier's form: every check and case file, each generated check at 5 cases
+    (a false failure of the suite on a conforming implementation shows on any case; the
+    case files and enumerations run whole); the second's, the ci profile whole."""
+    code, output, seconds = suite(FAST, "--profile=ci", "-q", examples=examples,
+                                  shrink=examples is None)
     assert code == 0, output[-3000:]
-    figures(f"suite: the fast implementation passes the ci profile in {seconds:.1f} s "
+    figures(f"suite: the fast implementation passes the ci profile"
+            f"{'' if examples is None else f' at {examples} cases a check'} in {seconds:.1f} s "
             f"({output.strip().splitlines()[-1]})")
 
 
@@ -134,7 +141,7 @@ def test_each_seeded_fault_is_killed_named_and_located_at_its_first_failure(faul
     fault's places or says why not."""
     report = tmp_path / "r.json"
     code, output, seconds = suite(f"{FAULTS_PACKAGE}.{fault}", "--profile=ci", "-q", "-x",
-                                  f"--report-json={report}")
+                                  f"--report-json={report}", examples=None, shrink=True)
     assert code == 1, f"the fault {fault} ({FAULTS[fault][0]}) survived:\n{output[-3000:]}"
     divergences = json.loads(report.read_text())["divergences"]
     named = assert_diagnosed_as(DIAGNOSED_AS[fault], divergences, output)
@@ -148,7 +155,7 @@ def test_each_seeded_fault_is_killed_named_and_located_at_its_first_failure(faul
 def test_every_seeded_fault_is_killed_and_diagnosed_by_its_name(fault, tmp_path, figures):
     report = tmp_path / "r.json"
     code, output, _ = suite(f"{FAULTS_PACKAGE}.{fault}", "--profile=ci", "-q",
-                            f"--report-json={report}")
+                            f"--report-json={report}", examples=None, shrink=True)
     assert code == 1, f"the fault {fault} ({FAULTS[fault][0]}) survived:\n{output[-3000:]}"
     failed = re.findall(r"FAILED \S*checks/(\w+)\.py::(\w+)", output)
     assert failed, output[-3000:]

@@ -63,8 +63,8 @@ def summary(per_check: dict[str, dict[str, int]], *, profile: str, impl: str,
         lines.append(f"  {check:<{width}}  {len(names & set(CONDITIONS)):>4} "
                      f"{len(names & set(PRODUCTS)):>5} {len(names & set(PAIRS)):>5}")
     lines += ["", "per kind, taken of the model's:"]
-    for kind, names in kinds().items():
-        lines.append(f"  {kind:<11} {sum(n in reached for n in names):>4} of {len(names)}")
+    for kind, of_kind in kinds().items():
+        lines.append(f"  {kind:<11} {sum(n in reached for n in of_kind):>4} of {len(of_kind)}")
     never = [n for n in CONDITIONS if n not in reached]
     lines += ["", f"never taken ({len(never)}):" if never else "every condition was taken"]
     lines += [f"  {n:<34} {CONDITIONS[n].says}" for n in never]

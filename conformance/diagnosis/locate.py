@@ -332,7 +332,7 @@ class _Probe:
 
     def forward(self, slot: int) -> Location:
         buffer = self.built.buffers.get(slot)
-        if buffer is not None and not any(s.buffer is buffer for s in stores(self.program)):
+        if buffer is not None and not any(s.buffer is buffer for s in stores(self.built)):
             self.decided += [f"no probe: the program's text (no store into slot {slot}) and "
                              "the check's own outputs"]
             return self.done(buffer.line, (
@@ -340,7 +340,7 @@ class _Probe:
                 "stores into this slot, so it ends as it began; the implementation's ends "
                 f"otherwise: {_values(compare(self.want_of(slot), self.got_of(slot)))}"),
                 kind="unwritten")
-        in_cone, _ = cone(self.program, slot)
+        in_cone, _ = cone(self.built, slot)
         defines = [d for d in self.built.statements if isinstance(d, Define) and
                    d.node in in_cone and d.node.op != "buffer"][:MAX_PROBES]
         if not defines:
@@ -381,6 +381,8 @@ class _Probe:
         differs (its reading: SPEC.md, "Text form"). Of several, the one stored at the
         first differing element's index."""
         difference = compare(self.final_of(slot), self.got_of(slot))
+        if difference is None:  # the slot's final values agree: no literal to blame
+            return None
         index = difference.elements[0].index
         stores = [s for s in self.built.statements if isinstance(s, Store) and
                   s.buffer is self.built.buffers[slot] and s.value.is_literal]
@@ -419,13 +421,15 @@ class _Probe:
 
     def gradient(self, d: Define, difference) -> Location:
         """Where the gradient statement `d` departs, its loss and x agreeing."""
-        x, y = d.expansion.x, d.expansion.y
+        expansion = d.expansion
+        assert expansion is not None  # `d` is a gradient statement
+        x, y = expansion.x, expansion.y
         x_define, y_define = self.names.get(x), self.names.get(y)
-        made = made_by_gradient(self.program, x)
+        made = made_by_gradient(self.built, x)
         if made is not None and x_define is not None and made.line not in (x_define.line,
                                                                            d.line):
             return self._hash_consed_x(d, x_define, made, difference)
-        walked = [v.node for v in d.expansion.visits if v.node in self.names
+        walked = [v.node for v in expansion.visits if v.node in self.names
                   and v.node is not y and v.node is not x]
         walked = self._valid(y_define, walked)[:MAX_PROBES] if y_define else []
         adjoints = self.ask([(self.names[u].name, u, y_define.name) for u in walked]) \
@@ -435,7 +439,7 @@ class _Probe:
         agreeing: list[str] = []
         # The walk visits every sender of a node before the node: the first node whose
         # adjoint differs has senders whose adjoints agree (or were not probed).
-        for v in d.expansion.visits:
+        for v in expansion.visits:
             if v.node is y:
                 continue
             if v.node is x:
@@ -473,6 +477,8 @@ class _Probe:
         node with another of equal value in the implementation (and so send it their
         shares)."""
         senders = list(dict.fromkeys(s for s in v.senders if s is not None))
+        expansion = d.expansion
+        assert expansion is not None  # `d` is the gradient statement whose walk visited v
         places = []
         twins = self._twins(d, v.node)
         if twins:
@@ -500,11 +506,11 @@ class _Probe:
             places.append((v.node.line, "fold", f"the fold of the {len(senders)} shares "
                            f"{shown} receives (from {named})", "fold"))
         for s in senders:
-            places.append((s.line or d.expansion.y.line, "share",
+            places.append((s.line or expansion.y.line, "share",
                            f"the share it sends to {shown} (the rule of {rule_key(s)})",
                            f"rule:{rule_key(s)}"))
             places += self._zero_literal_places(s)
-        places += [self._blocked_place(d, edge, shown) for edge in _blocked(d.expansion,
+        places += [self._blocked_place(d, edge, shown) for edge in _blocked(expansion,
                                                                             v.node)[:1]]
         return places
 

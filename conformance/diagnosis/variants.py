@@ -487,9 +487,10 @@ RULE_FORMS = [
 # The f32 domain's methods (ops.py, `Op.evaluate`): those giving an f32, which a flush of
 # results (FTZ) applies to, and all of them, which a flush of operands (DAZ) applies to, with
 # the conversion of an f32 to bool.
-F32_RESULTS = tuple(OPS[op].computed("f32") for op in elementwise("f32", 1) +
-                    elementwise("f32", 2))
-F32_OPERANDS = (*F32_RESULTS, *(OPS[op].computed("f32")
+# The domain's methods of the elementwise f32 ops (every one is computed: `elementwise`).
+F32_RESULTS: tuple[str, ...] = tuple(str(OPS[op].computed("f32")) for op in
+                                     elementwise("f32", 1) + elementwise("f32", 2))
+F32_OPERANDS = (*F32_RESULTS, *(str(OPS[op].computed("f32"))
                                 for op in elementwise("f32", 2, result="bool")), "to_bool")
 
 
@@ -1042,7 +1043,8 @@ def _tape_right_fold(domain, shares, senders):
 class Binary64(ExactF32):
     """A tape computed in binary64 throughout, each derivative rounded to f32 at the end."""
 
-    literal = staticmethod(exact.decode)
+    # binary64 values, not f32 bits: the whole domain computes in binary64
+    literal = staticmethod(exact.decode)  # type: ignore[assignment]
     add = staticmethod(lambda a, b: a + b)
     mul = staticmethod(lambda a, b: a * b)
     to_bits = staticmethod(exact.f32_from_float)

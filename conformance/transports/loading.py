@@ -275,10 +275,12 @@ def load(spec: str, *, timeout: float = DEFAULT_TIMEOUT, load_timeout: float = L
         confinement = confinement.resolved()
     except ValueError as problem:
         raise LoadFailed(str(problem)) from None
+    transport: Transport
     if spec.startswith("cmd:"):
-        transport = Command(_command_argv(spec[4:], base), timeout=timeout, cwd=base,
-                            confinement=confinement)
-        said = transport.probe(load_timeout)
+        command = Command(_command_argv(spec[4:], base), timeout=timeout, cwd=base,
+                          confinement=confinement)
+        transport = command
+        said = command.probe(load_timeout)
         default = spec[4:].strip()
         said.setdefault("functions", list(FUNCTIONS))  # a server that says nothing offers both
     elif in_process or spec == "reference":
@@ -287,8 +289,8 @@ def load(spec: str, *, timeout: float = DEFAULT_TIMEOUT, load_timeout: float = L
         transport, said = InProcess(module, timeout), describe_module(module)
         default = pathlib.Path(spec).stem if spec.endswith(".py") else spec
     else:
-        transport = Worker(spec, base, timeout, load_timeout, confinement)
-        said = transport.start()
+        worker = Worker(spec, base, timeout, load_timeout, confinement)
+        transport, said = worker, worker.start()
         default = pathlib.Path(spec).stem if spec.endswith(".py") else spec
     try:
         impl = _defines_something(Implementation(

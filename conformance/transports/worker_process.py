@@ -19,6 +19,7 @@ import json
 import os
 import struct
 import sys
+from typing import cast
 
 FRAME = struct.Struct(">IQ")  # header bytes, payload bytes
 
@@ -100,9 +101,10 @@ def _backprop(module, request: dict) -> tuple[dict, bytes]:
 
     from gradient_conformance.conformance.transports.calling import call_backprop
     answer = call_backprop(module, request["tape"])
-    reply = {"status": answer.status, "message": answer.message, "reason": answer.reason}
+    reply: dict[str, object] = {"status": answer.status, "message": answer.message,
+                                "reason": answer.reason}
     if answer.status == "ok":
-        reply["count"] = len(answer.value)
+        reply["count"] = len(cast(list, answer.value))  # an ok backprop's: its derivatives
         return reply, np.array(answer.value, dtype="<f8").tobytes()
     return reply, b""
 

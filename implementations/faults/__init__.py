@@ -131,6 +131,7 @@ FAULTS = {
                           {"Graph.scope_of": _kept_apart}),
 }
 # Faults of the tape exercise (SPEC.md, "Tapes"): their modules define backprop only.
+_original_tape_fold = fast.tape_fold
 TAPE_FAULTS = {
     "tape_program_order": ("a tape entry's shares summed in program order (by sender)",
                            {"tape_fold": lambda shares: _original_tape_fold(sorted(
@@ -141,7 +142,6 @@ TAPE_FAULTS = {
     "tape_same_operand_once": ("an entry whose two operands are the same passes one share",
                                {"tape_operands": lambda i, j: (i,) if i == j else (i, j)}),
 }
-_original_tape_fold = fast.tape_fold
 
 
 def _owner(name):
@@ -157,12 +157,14 @@ def _owner(name):
 def _patched(patches):
     saved = {name: getattr(*_owner(name)) for name in patches}
     for name, value in patches.items():
-        setattr(*_owner(name), value)
+        owner, attribute = _owner(name)
+        setattr(owner, attribute, value)
     try:
         yield
     finally:
         for name, value in saved.items():
-            setattr(*_owner(name), value)
+            owner, attribute = _owner(name)
+            setattr(owner, attribute, value)
 
 
 def seeded_tape(name: str):

@@ -1,0 +1,1 @@
+../../gradient_conformance/__init__.py
