@@ -1,9 +1,12 @@
 """What follows a check's divergence, in order and outside pytest's hooks: reduce, explain,
 decide known, save, look again. docs/diagnosis.md, "The failure stage".
 
-A check only raises what it found (`running.Diverged`, carrying a `Finding`). When a check
-fails, the plugin hands this stage the error and the check's tally, and prints what it
-returns; nothing here knows of pytest's reports. For each of the check's findings, in order:
+A check only raises what it found (`running.Diverged`, carrying a `Finding`). The stage runs
+where the check runs, as part of its call (`after_check`, from the plugin's
+`pytest_pyfunc_call`): its time is the check's, and a bug of its own (the reducer's, an
+experiment's, the locator's) is said on the divergence it was working on, which is then
+reported as found, and the run goes on; pytest's report hooks only serialise what it
+returned. Nothing here knows of pytest's reports. For each of the check's findings, in order:
 
 1. **reduce** it (conformance/reduce.py), unless the run does not shrink;
 2. **describe** it (conformance/divergence.py) and **explain** it (conformance/explain.py:
@@ -63,6 +66,26 @@ def diverged(error: BaseException | None) -> Diverged | None:
 
 
 @dataclass
+class Staged:
+    """What the stage made of one check, where the check ran: its divergences (None: it
+    raised no finding, and its failure's text will say what it did), and, under --known, the
+    entries matched and the divergences whose entry the experiment did not confirm."""
+
+    found: list[Divergence] | None = None
+    matched: set[str] = field(default_factory=set)
+    revoked: list[Divergence] = field(default_factory=list)
+    problem: str = ""  # the stage's own failure, outside any one divergence ("": none)
+
+
+def stage_failed(problem: BaseException) -> str:
+    """What a divergence says when the stage failed on it: the stage's error, and that the
+    divergence is as found (not reduced, or not explained)."""
+    said = " ".join(str(problem).split())[:300]
+    return (f"the failure stage failed: {type(problem).__name__}"
+            + (f": {said}" if said else "") + ": the divergence as found")
+
+
+@dataclass
 class Sorted:
     """A failed check's divergences sorted by --known: the new ones (the check fails with
     them), the entries that named the others, and whether the check is an expected failure
@@ -92,6 +115,34 @@ class FailureStage:
         # --known variant -> why the experiment did not confirm it ("": it did), per run
         self.confirmed_known: dict[str, str] = {}
 
+    # --- where the check runs --------------------------------------------------------------
+
+    def after_check(self, check: str, test_id: str, error: BaseException | None, tally: Tally,
+                    impl) -> Staged:
+        """The stage for one check, run as part of its call: its findings reduced, explained
+        and saved, and --known's entries confirmed. Never raises for a bug of its own (each
+        divergence says so; `divergence`), so that the check's own outcome stands and the run
+        goes on."""
+        staged = Staged()
+        try:
+            if error is not None and (diverged(error) is not None or (
+                    isinstance(error, Abandoned) and tally.last is not None)):
+                staged.found = self.failed(check, test_id, error, tally, "", impl)
+            if self.known is not None:
+                staged.matched, staged.revoked = self.confirm_known(tally, check=check,
+                                                                    test_id=test_id, impl=impl)
+        except Exception as problem:  # noqa: BLE001 - the check's outcome stands, said
+            staged.problem = stage_failed(problem)
+            raised = diverged(error)
+            finding = raised.finding if raised is not None else (
+                tally.last if isinstance(error, Abandoned) else None)
+            if finding is not None and staged.found is None:
+                try:  # the divergence as found, as the terminal and the reports show one
+                    staged.found = [divergence.describe(check, test_id, finding)]
+                except Exception:  # noqa: BLE001 - the check's own text says it, below
+                    staged.found = None
+        return staged
+
     # --- 1-3: each finding reduced, described, explained, saved -------------------------
 
     def failed(self, check: str, test_id: str, error: BaseException | None, tally: Tally,
@@ -110,7 +161,27 @@ class FailureStage:
         return [first] + [self.divergence(check, test_id, f, impl) for f in tally.more]
 
     def divergence(self, check: str, test_id: str, finding: Finding, impl) -> Divergence:
-        """One finding through the stage: reduced, described, explained and saved."""
+        """One finding through the stage: reduced, described, explained and saved. A failure
+        of the stage itself leaves the divergence as found (described, not reduced or not
+        explained), saying so."""
+        try:
+            return self._through(check, test_id, finding, impl)
+        except Exception as problem:  # noqa: BLE001 - the stage's bug must not cost the run
+            note = stage_failed(problem)
+        try:
+            d = divergence.describe(check, test_id, finding)
+        except Exception as problem:  # noqa: BLE001 - nor its description's
+            d = divergence.undescribed(check, test_id, f"{finding.summary}\n"
+                                       f"{stage_failed(problem)}")
+        d.description = "\n".join(filter(None, [d.description, f"({note})"]))
+        if self.cases_dir is not None:
+            try:
+                divergence.save(d, self.cases_dir, self.spec, self.base)
+            except OSError:
+                pass  # said on the screen and in the reports all the same
+        return d
+
+    def _through(self, check: str, test_id: str, finding: Finding, impl) -> Divergence:
         key = same(test_id, finding)
         before = self.seen.get(key)
         original = finding.case.text
@@ -155,16 +226,34 @@ class FailureStage:
         each was passed over) found nothing new. A variant entry names a finding only when
         the experiment confirms it there (docs/diagnosis.md, "Confirmation"), once per run
         and entry (`impl`: the implementation to run it on); the first finding of an entry
-        that is not confirmed is a new divergence, saying so."""
+        that is not confirmed is a new divergence, saying so. (The plugin runs the two
+        halves apart: `confirm_known` where the check runs, `sort_found` in its report.)"""
+        matched, revoked = self.confirm_known(tally, check=check, test_id=test_id, impl=impl)
+        return self.sort_found(found, matched, revoked, unsatisfiable=unsatisfiable)
+
+    def confirm_known(self, tally: Tally, *, check: str = "", test_id: str = "",
+                      impl=None) -> tuple[set[str], list[Divergence]]:
+        """The --known entries the check's passed-over findings matched, less those the
+        experiment did not confirm, and those findings as new divergences, saying why."""
         matched = set(tally.matched)
         revoked = []
         for entry, finding in sorted(tally.matched_findings.items()):
-            why = self._unconfirmed(entry, finding, impl)
+            try:
+                why = self._unconfirmed(entry, finding, impl)
+            except Exception as problem:  # noqa: BLE001 - unconfirmed: fail closed, say why
+                why = f"the --known entry {entry} was not confirmed: {stage_failed(problem)}"
             if why:
                 matched.discard(entry)
                 d = self.divergence(check, test_id, finding, impl)
                 d.description = "\n".join(filter(None, [d.description, why]))
                 revoked.append(d)
+        return matched, revoked
+
+    def sort_found(self, found: list[Divergence], matched: set[str],
+                   revoked: list[Divergence], *, unsatisfiable: bool) -> Sorted:
+        """The check's divergences sorted by the --known entries (`confirm_known` gave
+        `matched` and `revoked`): no experiment runs here."""
+        matched = set(matched)
         if unsatisfiable and matched:
             found = []  # every case was a known divergence, passed over: nothing else to say
         new = list(revoked)

@@ -40,6 +40,7 @@ RUN_KEY = pytest.StashKey["Run | None"]()
 SPECS_KEY = pytest.StashKey["list[str]"]()
 TALLY_KEY = pytest.StashKey[Any]()
 GUARDED_KEY = pytest.StashKey[Any]()
+STAGED_KEY = pytest.StashKey[Any]()  # what the failure stage made of the check (failure.py)
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -208,14 +209,15 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
-    """Put what the check saw on its report: its record (failure.py's `record`), and, for a
-    divergence, the failure's text as the terminal shows it."""
+    """Put what the check saw on its report: its record (session.py's `record`), and, for a
+    divergence, the failure's text as the terminal shows it. Only serialises: the failure
+    stage ran where the check ran (`pytest_pyfunc_call`)."""
     report = yield
     run = item.config.stash.get(RUN_KEY, None)
     if run is None or not is_check(item):
         return report
     record = run.record(item, call, report, item.stash.get(TALLY_KEY, None),
-                        item.stash.get(GUARDED_KEY, None))
+                        item.stash.get(STAGED_KEY, None))
     if record is not None:
         report.user_properties.append((PROPERTY, json.dumps(record)))
     return report
@@ -223,31 +225,44 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
 
 @pytest.hookimpl(wrapper=True)
 def pytest_pyfunc_call(pyfuncitem: pytest.Function):
-    """A generated check that found a divergence looks again, for divergences of other
-    signatures, with what is left of its budget of cases (failure.py, `look_again`;
-    docs/diagnosis.md, "Diagnosis"). Not under -x (or --maxfail): a run told to stop at its
-    first failures wants no more. A check that passed without comparing anything fails
-    (running.require_compared)."""
+    """The check, then the failure stage where the check runs (failure.py, `after_check`:
+    its time is the check's, and a bug of the stage's is said on its divergence, never an
+    INTERNALERROR). A generated check that found a divergence first looks again, for
+    divergences of other signatures, with what is left of its budget of cases (failure.py,
+    `look_again`; docs/diagnosis.md, "Diagnosis"). Not under -x (or --maxfail): a run told to
+    stop at its first failures wants no more. A check that passed without comparing anything
+    fails (running.require_compared)."""
     run = pyfuncitem.config.stash.get(RUN_KEY, None)
     if run is None or not is_check(pyfuncitem):
         return (yield)
-    looks = run.stage is not None and is_generated(pyfuncitem) and \
+    stage = run.stage
+    looks = stage is not None and is_generated(pyfuncitem) and \
         not pyfuncitem.config.getoption("maxfail") and run.more_looks
+    tally = pyfuncitem.stash.get(TALLY_KEY, None)
+    error: BaseException | None = None
     try:
         result = yield
-    except BaseException as error:
+        # A check that ran to its end must have compared something (docs/suite.md, "What a
+        # pass compared"): else it fails, as the suite's failure, never a pass.
+        if tally is not None and "tally" in pyfuncitem.fixturenames:
+            from gradient_conformance.conformance.running import require_compared
+            require_compared(tally)
+        return result
+    except BaseException as raised:
+        error = raised
         from gradient_conformance.conformance.failure import diverged
-        first = diverged(error)
-        if first is not None and looks and run.stage is not None:
-            _look_again(run, run.stage, pyfuncitem, first.finding)
+        first = diverged(raised)
+        if first is not None and looks and stage is not None:
+            _look_again(run, stage, pyfuncitem, first.finding)
         raise
-    # A check that ran to its end must have compared something (docs/suite.md, "What a
-    # pass compared"): else it fails, as the suite's failure, never a pass.
-    tally = pyfuncitem.stash.get(TALLY_KEY, None)
-    if tally is not None and "tally" in pyfuncitem.fixturenames:
-        from gradient_conformance.conformance.running import require_compared
-        require_compared(tally)
-    return result
+    finally:
+        # Not for the user's Ctrl-C, nor for a check the xfails file expects to fail.
+        if stage is not None and tally is not None and \
+                not isinstance(error, KeyboardInterrupt | SystemExit) and \
+                pyfuncitem.get_closest_marker("xfail") is None:
+            pyfuncitem.stash[STAGED_KEY] = stage.after_check(
+                check_name(pyfuncitem), collection.stable_id(pyfuncitem), error, tally,
+                pyfuncitem.stash.get(GUARDED_KEY, None))
 
 
 def _look_again(run: Run, stage: FailureStage, item: pytest.Function, first: Any) -> None:

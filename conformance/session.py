@@ -27,7 +27,7 @@ from gradient_conformance.conformance.options import (
 )
 
 if TYPE_CHECKING:
-    from gradient_conformance.conformance.failure import FailureStage
+    from gradient_conformance.conformance.failure import FailureStage, Staged
     from gradient_conformance.conformance.known import Known
     from gradient_conformance.conformance.running import Tally
     from gradient_conformance.conformance.totals import Totals
@@ -94,11 +94,12 @@ class Run:
         self.totals.take(record)
 
     def record(self, item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestReport,
-               tally: Tally | None, impl: Any) -> dict | None:
+               tally: Tally | None, staged: Staged | None) -> dict | None:
         """The record of a check's report (None for a setup or teardown that passed): its
-        outcome under its check's name, what it measured, and its divergences, through the
-        failure stage (failure.py), as JSON; a divergence's text becomes the failure's text.
-        A check that found only divergences --known expects is an expected failure."""
+        outcome under its check's name, what it measured, and its divergences as the failure
+        stage left them where the check ran (failure.py, `after_check`), as JSON; a
+        divergence's text becomes the failure's text. A check that found only divergences
+        --known expects is an expected failure. Nothing here runs the implementation."""
         check = check_name(item)
         if hasattr(report, "wasxfail"):
             return {"check": check, "outcome": "xfailed"}
@@ -116,15 +117,21 @@ class Run:
             if now != self.ended_sent:
                 record["ended"] = [now[0] - self.ended_sent[0], now[1] - self.ended_sent[1]]
                 self.ended_sent = now
+        from gradient_conformance.conformance import divergence
+        from gradient_conformance.conformance.failure import Staged
         found: list[Divergence] = []
         error = call.excinfo.value if call.excinfo is not None else None
+        staged = staged if staged is not None else Staged()
         if report.failed and self.stage is not None:
-            found = self.stage.failed(check, stable_id(item), error, tally,
-                                      report.longreprtext, impl)
+            found = staged.found or [divergence.undescribed(check, stable_id(item),
+                                                            report.longreprtext)]
+            if staged.problem:
+                found[0].description = "\n".join(filter(None, [found[0].description,
+                                                                f"({staged.problem})"]))
         if self.known is not None and self.stage is not None:
-            sorted_ = self.stage.sort_known(
-                found, tally, unsatisfiable=type(error).__name__ == "Unsatisfiable",
-                check=check, test_id=stable_id(item), impl=impl)
+            sorted_ = self.stage.sort_found(
+                found, staged.matched, staged.revoked,
+                unsatisfiable=type(error).__name__ == "Unsatisfiable")
             found = sorted_.new
             if found and report.outcome == "passed":  # a known entry the experiment refuted
                 report.outcome = "failed"

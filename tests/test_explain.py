@@ -10,6 +10,7 @@ the run ends with its verdict. Each test here failed before the mechanism it nam
 from __future__ import annotations
 
 import json
+import os
 from types import SimpleNamespace
 
 import numpy as np
@@ -369,3 +370,41 @@ def test_the_verdict_prefers_the_variant_that_explains_the_most():
     assert "idiv-floors and mod-divisor-sign together explain 1 of 5 divergences" in lines[3]
     assert lines[-1].startswith("1 of 5 divergences no known variant explains")
     assert reference.SPEC is SPEC
+
+
+# Where the failure stage breaks (docs/diagnosis.md, "The failure stage"): the reducer, the
+# explanation (diagnosis and location), and the whole stage at once.
+BROKEN_STAGE = {
+    "reduce": ("failure", "reduce_finding"),
+    "explain": ("explain", "Explainer.explain"),
+    "whole": ("failure", "FailureStage.failed"),
+}
+
+
+@pytest.mark.parametrize("part", sorted(BROKEN_STAGE))
+def test_a_failure_of_the_stage_is_said_on_its_divergence_and_the_run_goes_on(part, tmp_path):
+    """A bug of the failure stage itself is no INTERNALERROR: the divergence is reported as
+    found, saying the stage failed and how, every selected check runs, and the run ends with
+    its verdict and both reports."""
+    module, path = BROKEN_STAGE[part]
+    *owners, attribute = path.split(".")
+    (tmp_path / "breaks_the_stage.py").write_text(
+        "import importlib\n"
+        "def pytest_configure(config):\n"
+        "    def broken(*args, **kwargs):\n"
+        "        raise RuntimeError('planted in the stage')\n"
+        f"    owner = importlib.import_module('gradient_conformance.conformance.{module}')\n"
+        f"    for name in {owners!r}:\n"
+        "        owner = getattr(owner, name)\n"
+        f"    setattr(owner, {attribute!r}, broken)\n")
+    report = tmp_path / "r.json"
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    code, output, _ = suite("gradient_conformance.implementations.faults.recip_form", "-q",
+                            "-p", "breaks_the_stage", "-k", "op_form_recip or weighted_recip",
+                            f"--report-json={report}", env=env, shrink=True)
+    assert code == 1 and "INTERNALERROR" not in output, output[-3000:]
+    said = "the failure stage failed: RuntimeError: planted in the stage: the divergence as found"
+    assert said in output, output[-3000:]
+    data = json.loads(report.read_text())
+    assert not data["interrupted"] and data["checks"]["test_case_file"]["failed"] == 2, data
+    assert all(said in d["description"] for d in data["divergences"]), data["divergences"]
