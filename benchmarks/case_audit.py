@@ -15,7 +15,7 @@ from __future__ import annotations
 import sys
 
 from gradient_conformance import resource
-from gradient_conformance.conformance.running import Reading
+from gradient_conformance.conformance.readings import Reading
 from gradient_conformance.generators.enumerations import (
     enumerated_cases,
     identity_cases,

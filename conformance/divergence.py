@@ -1,6 +1,6 @@
 """A divergence record, built once from what the check found. docs/reports.md, "Reports".
 
-`describe` turns a check's `Finding` (conformance/running.py) into the report's `Divergence`:
+`describe` turns a check's `Finding` (conformance/findings.py) into the report's `Divergence`:
 the elements that differ, the lines to highlight, the reference's trace and expanded program,
 the signature the fuzzer deduplicates on, and the text of the case file that replays it; the
 diagnosis and location are the explanation stage's (conformance/explain.py). It
@@ -20,8 +20,8 @@ import sys
 
 import numpy as np
 
+from gradient_conformance.conformance.findings import Finding, ProgramCase, TapeCase
 from gradient_conformance.conformance.outcome import Outcome, compare
-from gradient_conformance.conformance.running import Finding, ProgramCase, TapeCase
 from gradient_conformance.reference import cases, exact
 from gradient_conformance.reference.errors import IRError
 from gradient_conformance.reference.ops import FEATURES, feature

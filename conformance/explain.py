@@ -1,7 +1,7 @@
 """Explaining divergences: a stage of its own, after the check and before the commands that
 print. docs/diagnosis.md, "Diagnosis".
 
-A check only records what it found (conformance/running.py, `Finding`), and `describe`
+A check only records what it found (conformance/findings.py, `Finding`), and `describe`
 (conformance/divergence.py) only builds the record. `Explainer.explain` then says what the
 implementation did: diagnosis first (which variants of the spec reproduce the outcome, under
 the check's own comparison), then location (the statement where it departs, probed through
@@ -38,7 +38,7 @@ from gradient_conformance.conformance.diagnosis.diagnose import (
 )
 from gradient_conformance.conformance.diagnosis.locate import Location, locate, locate_tape
 from gradient_conformance.conformance.diagnosis.variants import CATALOGUE
-from gradient_conformance.conformance.running import Finding, TapeCase
+from gradient_conformance.conformance.findings import Finding, TapeCase
 from gradient_conformance.conformance.transports.loading import Abandoned
 
 BUDGET = 600.0  # seconds a run may spend reducing and explaining divergences, in all

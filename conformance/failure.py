@@ -1,7 +1,7 @@
 """What follows a check's divergence, in order and outside pytest's hooks: reduce, explain,
 decide known, save, look again. docs/diagnosis.md, "The failure stage".
 
-A check only raises what it found (`running.Diverged`, carrying a `Finding`). The stage runs
+A check only raises what it found (`findings.Diverged`, carrying a `Finding`). The stage runs
 where the check runs, as part of its call (`after_check`, from the plugin's
 `pytest_pyfunc_call`): its time is the check's, and a bug of its own (the reducer's, an
 experiment's, the locator's) is said on the divergence it was working on, which is then
@@ -36,10 +36,11 @@ from gradient_conformance.conformance import divergence
 from gradient_conformance.conformance.diagnosis.confirm import experiment, hypothesis_of
 from gradient_conformance.conformance.diagnosis.variants import CATALOGUE
 from gradient_conformance.conformance.explain import Budget, Explainer
+from gradient_conformance.conformance.findings import Diverged, Finding
 from gradient_conformance.conformance.known import named_variants
 from gradient_conformance.conformance.options import MORE_LOOKS
 from gradient_conformance.conformance.reduce import Reduction, reduce_finding
-from gradient_conformance.conformance.running import Diverged, Finding, Tally
+from gradient_conformance.conformance.tallies import Tally
 from gradient_conformance.conformance.transports.loading import Abandoned
 
 if TYPE_CHECKING:
@@ -158,7 +159,7 @@ class FailureStage:
             first.description = "\n".join(filter(None, [first.description, f"({error})"]))
         else:
             first = divergence.undescribed(check, test_id, text)
-        return [first] + [self.divergence(check, test_id, f, impl) for f in tally.more]
+        return [first] + [self.divergence(check, test_id, f, impl) for f in tally.passover.more]
 
     def divergence(self, check: str, test_id: str, finding: Finding, impl) -> Divergence:
         """One finding through the stage: reduced, described, explained and saved. A failure
@@ -235,9 +236,9 @@ class FailureStage:
                       impl=None) -> tuple[set[str], list[Divergence]]:
         """The --known entries the check's passed-over findings matched, less those the
         experiment did not confirm, and those findings as new divergences, saying why."""
-        matched = set(tally.matched)
+        matched = set(tally.passover.matched)
         revoked = []
-        for entry, finding in sorted(tally.matched_findings.items()):
+        for entry, finding in sorted(tally.passover.matched_findings.items()):
             try:
                 why = self._unconfirmed(entry, finding, impl)
             except Exception as problem:  # noqa: BLE001 - unconfirmed: fail closed, say why
@@ -297,15 +298,15 @@ class FailureStage:
                    again: Callable[[int, int], None], *, looks: int = MORE_LOOKS) -> None:
         """After a generated check found `first`, run it `looks` times more, each with what
         is left of its cases (`left()`), passing over the divergences found so far (as
-        Hypothesis's reject): each new one is kept on `tally.more`. `again(look, cases)`
+        Hypothesis's reject): each new one is kept on `tally.passover.more`. `again(look, cases)`
         runs the check once more; it raises what the check raises."""
         found = [first]
-        tally.subject = lambda finding: same(test_id, finding)
+        tally.passover.subject = lambda finding: same(test_id, finding)
         for look in range(1, looks + 1):
             cases = left()
             if cases <= 0 or tally.abandon:
                 return
-            tally.known = {same(test_id, f) for f in found}
+            tally.passover.known = {same(test_id, f) for f in found}
             tally.last = None  # counting cases again: these are new ones
             try:
                 again(look, cases)
@@ -314,9 +315,9 @@ class FailureStage:
                 if other is None:
                     return
                 found.append(other.finding)
-                tally.more.append(other.finding)
+                tally.passover.more.append(other.finding)
             else:
                 return
             finally:
-                tally.known = set()
+                tally.passover.known = set()
                 tally.last = first

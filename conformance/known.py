@@ -6,7 +6,7 @@ divergence of one check, or the name of a variant of the catalogue (`reversed-ar
 conformance/diagnosis/variants.py), which names a bug wherever it shows: a divergence is that
 bug when the variant gives exactly what the implementation gave, compared as the check
 compared. The plugin asks these questions; the checks only pass over what they are told is
-known (running.Tally, `expected`).
+known (tallies.Tally, `expected`).
 """
 
 from __future__ import annotations

@@ -184,7 +184,7 @@ def impl(request: pytest.FixtureRequest) -> Any:
 
 @pytest.fixture
 def tally(request: pytest.FixtureRequest) -> Any:
-    """What this check measures as it runs (conformance/running.py, `Tally`): new for each
+    """What this check measures as it runs (conformance/tallies.py, `Tally`): new for each
     check, and read when it ends."""
     return request.node.stash[TALLY_KEY]
 
@@ -193,14 +193,14 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     run = item.config.stash.get(RUN_KEY, None)
     if run is None or run.impl is None or not is_check(item):
         return
-    from gradient_conformance.conformance.running import Tally
+    from gradient_conformance.conformance.tallies import Tally
     from gradient_conformance.conformance.transports.loading import Guarded
     tally = item.stash[TALLY_KEY] = Tally(generated=is_generated(item), guided=run.guided)
     item.stash[GUARDED_KEY] = Guarded(run.impl, tally)
     known = run.known
     if known is not None and tally.generated:
         check = check_name(item)
-        tally.expected = lambda finding: known.explains_finding(check, finding)
+        tally.passover.expected = lambda finding: known.explains_finding(check, finding)
     needs = getattr(getattr(item, "module", None), "PROTOCOL_FUNCTION", "build")
     if not run.impl.provides(needs):
         pytest.skip(f"{run.impl.label} defines no {needs}(): these checks are for "
@@ -231,7 +231,7 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function):
     divergences of other signatures, with what is left of its budget of cases (failure.py,
     `look_again`; docs/diagnosis.md, "Diagnosis"). Not under -x (or --maxfail): a run told to
     stop at its first failures wants no more. A check that passed without comparing anything
-    fails (running.require_compared)."""
+    fails (tallies.require_compared)."""
     run = pyfuncitem.config.stash.get(RUN_KEY, None)
     if run is None or not is_check(pyfuncitem):
         return (yield)
@@ -245,7 +245,7 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function):
         # A check that ran to its end must have compared something (docs/suite.md, "What a
         # pass compared"): else it fails, as the suite's failure, never a pass.
         if tally is not None and "tally" in pyfuncitem.fixturenames:
-            from gradient_conformance.conformance.running import require_compared
+            from gradient_conformance.conformance.tallies import require_compared
             require_compared(tally)
         return result
     except BaseException as raised:

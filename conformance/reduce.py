@@ -27,15 +27,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from gradient_conformance.conformance.divergence import subject
+from gradient_conformance.conformance.findings import Finding, ProgramCase, TapeCase
 from gradient_conformance.conformance.outcome import compare
-from gradient_conformance.conformance.running import (
-    Finding,
-    ProgramCase,
-    Reading,
-    TapeCase,
-    claimed,
-    traps,
-)
+from gradient_conformance.conformance.readings import Reading
+from gradient_conformance.conformance.running import claimed, traps
 from gradient_conformance.conformance.transports.loading import Abandoned
 from gradient_conformance.reference.errors import IRError
 from gradient_conformance.reference.syntax import Operand, Statement, format_program

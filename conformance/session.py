@@ -29,7 +29,7 @@ from gradient_conformance.conformance.options import (
 if TYPE_CHECKING:
     from gradient_conformance.conformance.failure import FailureStage, Staged
     from gradient_conformance.conformance.known import Known
-    from gradient_conformance.conformance.running import Tally
+    from gradient_conformance.conformance.tallies import Tally
     from gradient_conformance.conformance.totals import Totals
     from gradient_conformance.conformance.transports.loading import Implementation
     from gradient_conformance.reports.records import Divergence, Report
@@ -46,7 +46,7 @@ class Run:
         self.base = pathlib.Path(config.invocation_params.dir).resolve()
         self.profile = config.getoption("--conformance-profile")
         # A derandomized profile draws the same cases every run; the others steer towards
-        # the conditions they rarely take (running.Tally.reach).
+        # the conditions they rarely take (tallies.Tally.reach).
         self.guided = not PROFILES[self.profile].get("derandomize", False)
         self.cases_dir: pathlib.Path | None = self._cases_dir()
         self.started, self.clock = time.time(), time.monotonic()

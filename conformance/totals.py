@@ -10,7 +10,7 @@ records up, the same way for the suite (plugin.py) and for `fuzz`.
 
 from __future__ import annotations
 
-from gradient_conformance.conformance.running import merge_figures
+from gradient_conformance.conformance.tallies import merge_figures
 from gradient_conformance.reports.records import Divergence, divergence_from_dict
 
 
@@ -30,7 +30,7 @@ class Totals:
         self.generated: set[str] = set()  # the checks Hypothesis drives
         self.ulps: dict[str, dict] = {}
         self.figures: dict[str, dict] = {}
-        # check -> how (running.HOW) -> outputs compared; check -> why -> outputs left out
+        # check -> how (tallies.HOW) -> outputs compared; check -> why -> outputs left out
         # (docs/suite.md, "What a pass compared").
         self.compared: dict[str, dict[str, int]] = {}
         self.left_out: dict[str, dict[str, int]] = {}

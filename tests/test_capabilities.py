@@ -11,7 +11,7 @@ import re
 import pytest
 from hypothesis import given, settings
 
-from gradient_conformance.conformance.running import Reading
+from gradient_conformance.conformance.readings import Reading
 from gradient_conformance.conformance.transports.loading import (
     LoadFailed,
     checked_capabilities,

@@ -12,6 +12,7 @@ import sys
 
 import pytest
 
+from gradient_conformance.conformance import findings, readings, tallies
 from gradient_conformance.conformance.commands import coverage
 from gradient_conformance.conformance.totals import condition_counts
 from gradient_conformance.conformance.totals import coverage as model_share
@@ -211,10 +212,9 @@ def test_a_guided_check_scores_each_case_once_by_its_rare_conditions(monkeypatch
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    from gradient_conformance.conformance import running
     scores: list[tuple[float, str]] = []
     monkeypatch.setattr("hypothesis.target", lambda score, label: scores.append((score, label)))
-    tally = running.Tally(generated=True, guided=True)
+    tally = tallies.Tally(generated=True, guided=True)
 
     @settings(max_examples=3, database=None, derandomize=True)
     @given(st.integers(0, 2))
@@ -224,10 +224,10 @@ def test_a_guided_check_scores_each_case_once_by_its_rare_conditions(monkeypatch
         tally.reach(Taken({"max.tie"}))  # a second look at the same case: no second score
 
     check()
-    assert len(scores) == tally.cases and all(label == running.RARE for _, label in scores)
+    assert len(scores) == tally.cases and all(label == tallies.RARE for _, label in scores)
     assert scores[0][0] == 2.0 and scores[-1][0] < 2.0  # max.tie was taken before
     scores.clear()
-    quiet = running.Tally(generated=True, guided=False)
+    quiet = tallies.Tally(generated=True, guided=False)
     quiet.case({"add"})
     quiet.reach(Taken({"max.tie"}))
     assert not scores and quiet.conditions["max.tie"] == 1
@@ -249,25 +249,24 @@ def test_conditions_are_not_measured_while_a_divergence_shrinks():
     """Once a check has found its divergence, Hypothesis's shrink and the reducer re-run
     it: those re-runs neither count nor measure conditions (the reference's run of a case
     is not observed, and the tally does not ask the reading)."""
-    from gradient_conformance.conformance import running
     from gradient_conformance.conformance.outcome import Outcome
-    tally = running.Tally(generated=True)
+    tally = tallies.Tally(generated=True)
     first = Taken({"max.tie"})
     tally.case({"max"})
     tally.reach(first)
     assert first.asked == 1 and tally.measuring
-    tally.last = running.Finding("differs", Outcome("ok"), Outcome("ok"),
-                                 running.TapeCase([]))
+    tally.last = findings.Finding("differs", Outcome("ok"), Outcome("ok"),
+                                 findings.TapeCase([]))
     again = Taken({"max.tie"})
     tally.case({"max"})
     tally.reach(again)
     assert again.asked == 0 and not tally.measuring
     assert tally.cases == 1 and tally.reruns == 1 and tally.conditions["max.tie"] == 1
     source = "%a = buffer slot=0 dtype=f32\n%x = load %a\n%y = max %x 0.0\nstore %a %y\n"
-    quiet = running.Reading(source, measure=False)
+    quiet = readings.Reading(source, measure=False)
     assert quiet.outcome({0: __import__("numpy").zeros((), "float32")}).status == "ok"
     assert quiet.reached is None  # the run observed nothing
-    counted = running.Reading(source)
+    counted = readings.Reading(source)
     counted.outcome({0: __import__("numpy").zeros((), "float32")})
     assert counted.reached and "max.tie" in counted.reached
 
@@ -303,7 +302,7 @@ def test_only_a_division_of_minus_2_31_by_minus_1_overflows():
               "%t = and %x %y\nstore %a %s\nstore %b %t\n%u = add %q %r\nstore %a %u\n")
     import numpy as np
 
-    from gradient_conformance.conformance.running import Reading
+    from gradient_conformance.conformance.readings import Reading
     reached = Reading(source).conditions({0: np.array(-(2**31), np.int32),
                                           1: np.array(-1, np.int32)})
     assert {"idiv.overflow", "mod.overflow"} <= reached
@@ -343,7 +342,7 @@ def test_the_products_are_derived_from_the_tables():
 def test_the_enumerations_take_their_products_by_construction():
     """Each row's operand at every class, loaded, as a literal (two positions) and the same
     twice, and every class of g: what generators/enumerations.py writes, measured."""
-    from gradient_conformance.conformance.running import Reading
+    from gradient_conformance.conformance.readings import Reading
     from gradient_conformance.generators.enumerations import enumerated_cases
     found: set[str] = set()
     for case in enumerated_cases():

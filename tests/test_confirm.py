@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gradient_conformance.conformance import running
+from gradient_conformance.conformance import casefiles, findings, readings
 from gradient_conformance.conformance.diagnosis.confirm import bears_out
 from gradient_conformance.conformance.diagnosis.diagnose import diagnose_case
 from gradient_conformance.conformance.explain import explain_finding
@@ -47,14 +47,14 @@ LOOKALIKES = [
 ]
 
 
-def _finding(impl, source: str, values) -> running.Finding:
-    reading = running.Reading(source)
+def _finding(impl, source: str, values) -> findings.Finding:
+    reading = readings.Reading(source)
     slots = reading.slots
     buffers = {0: np.array(values, np.float32).reshape(slots[0][1]),
                1: np.zeros(slots[1][1], np.float32)}
     want = reading.outcome(buffers)
     got = impl.run_case(source, buffers, slots)
-    return running.Finding("", want, got, running.ProgramCase(reading, buffers))
+    return findings.Finding("", want, got, findings.ProgramCase(reading, buffers))
 
 
 @pytest.mark.parametrize(("fault", "source", "values", "lookalike"), LOOKALIKES)
@@ -149,17 +149,17 @@ def test_an_expectation_resting_on_a_decision_says_so(case_file, variant):
     from gradient_conformance.conformance.diagnosis.variants import CATALOGUE
     from gradient_conformance.reference import cases
     case = cases.load_case(ROOT / "cases" / case_file)
-    reading = running.Reading(case.source)
+    reading = readings.Reading(case.source)
     impl = load(f"variant:{variant}")
     try:
         if case.error:
             got = impl.build_only(case.source)
-            finding = running.Finding("", Outcome("rejected", message=case.error), got,
-                                      running.ProgramCase(reading), rule=case.error)
+            finding = findings.Finding("", Outcome("rejected", message=case.error), got,
+                                      findings.ProgramCase(reading), rule=case.error)
         else:
-            buffers = running.case_file_buffers(case, reading.slots)
-            finding = running.Finding("", reading.outcome(buffers), impl.run_case(
-                case.source, buffers, reading.slots), running.ProgramCase(reading, buffers))
+            buffers = casefiles.case_file_buffers(case, reading.slots)
+            finding = findings.Finding("", reading.outcome(buffers), impl.run_case(
+                case.source, buffers, reading.slots), findings.ProgramCase(reading, buffers))
         diagnosis, _ = explain_finding(finding, impl)
     finally:
         impl.close()
@@ -192,7 +192,7 @@ def test_a_rejection_variant_is_the_implementation_s_only_for_the_same_line(said
     """A rejection is the variant's only where the implementation's message gives the line
     the variant rejects at: a rejection of the whole program at line 1 is not "rejects a
     gradient whose loss reaches x through a detach" (line 5), though both are rejections."""
-    reading = running.Reading(DETACHED)
+    reading = readings.Reading(DETACHED)
     want = reading.outcome({}, build_only=True)
     got = Outcome("rejected", message=said)
     assert want.status == "ok"

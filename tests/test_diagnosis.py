@@ -18,7 +18,7 @@ from gradient_conformance import reference
 from gradient_conformance.conformance.diagnosis.diagnose import diagnose_case
 from gradient_conformance.conformance.diagnosis.variants import CATALOGUE, EQUIVALENT, numpy_sum_row
 from gradient_conformance.conformance.outcome import Outcome
-from gradient_conformance.conformance.running import Reading
+from gradient_conformance.conformance.readings import Reading
 from gradient_conformance.conformance.transports.loading import load
 from gradient_conformance.reference import cases, exact
 from gradient_conformance.reports.records import counted
@@ -219,7 +219,7 @@ def test_a_divergence_parses_its_program_at_most_twice(monkeypatch):
 
     from gradient_conformance.conformance.divergence import describe
     from gradient_conformance.conformance.explain import Explainer
-    from gradient_conformance.conformance.running import Finding, ProgramCase
+    from gradient_conformance.conformance.findings import Finding, ProgramCase
     from gradient_conformance.reference import syntax
     source, buffers = _case_file("gradient/op_form_recip.ir")
     parsed = []

@@ -6,7 +6,7 @@ import pytest
 
 from gradient_conformance.conformance.diagnosis.confirm import _drawn_into
 from gradient_conformance.conformance.outcome import compare
-from gradient_conformance.conformance.running import Reading
+from gradient_conformance.conformance.readings import Reading
 from gradient_conformance.conformance.transports.loading import load
 from gradient_conformance.generators.enumerations import (
     G_CLASSES,

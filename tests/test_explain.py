@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from gradient_conformance import reference
-from gradient_conformance.conformance import running
+from gradient_conformance.conformance import casefiles, findings, running, true_derivative
 from gradient_conformance.conformance.diagnosis.diagnose import diagnose_case
 from gradient_conformance.conformance.diagnosis.locate import locate
 from gradient_conformance.conformance.diagnosis.variants import (
@@ -28,7 +28,8 @@ from gradient_conformance.conformance.diagnosis.variants import (
 )
 from gradient_conformance.conformance.explain import across, prefer, verdict_lines
 from gradient_conformance.conformance.outcome import Outcome
-from gradient_conformance.conformance.running import Reading, Tally
+from gradient_conformance.conformance.readings import Reading
+from gradient_conformance.conformance.tallies import Tally
 from gradient_conformance.conformance.transports.loading import load
 from gradient_conformance.reference import SPEC, cases
 from gradient_conformance.reports.records import Divergence
@@ -189,8 +190,8 @@ def test_a_tape_s_constant_is_located_at_the_constant():
     tape = [["const", 2.0], ["input", 3.0], ["mul", 0, 1]]
     want = backprop_bits(tape)
     got = backprop_bits(tape, CATALOGUE["tape-const-zero"].semantics())
-    finding = running.Finding("", Outcome("ok", derivatives=want),
-                              Outcome("ok", derivatives=got), running.TapeCase(tape))
+    finding = findings.Finding("", Outcome("ok", derivatives=want),
+                              Outcome("ok", derivatives=got), findings.TapeCase(tape))
     impl = load("variant:tape-const-zero")
     try:
         diagnosis, where = explain_finding(finding, impl)
@@ -228,7 +229,7 @@ def test_hash_consing_is_not_reported_as_calculus(tmp_path):
     got = _outcome(HASH_CONSED_X, buffers, CATALOGUE["recip-neg-div"].semantics())
     assert got.buffers[1] != want.buffers[1]
     tally = Tally()
-    running.near_the_truth(tally, reading, buffers, want, got)
+    true_derivative.near_the_truth(tally, reading, buffers, want, got)
     assert tally.figures["derivative"]["left_out_hash_consed"] == 1
     # Bit for bit, the location says what happened in the spec's terms, rule form first.
     impl = load("variant:recip-neg-div", in_process=True)
@@ -269,7 +270,7 @@ def test_no_check_compares_gradient_bits_not_claimed():
     source = (CASES / "gradient" / "op_form_recip.ir").read_text()
     case = cases.load_case(CASES / "gradient" / "op_form_recip.ir")
     reading = Reading(source)
-    buffers = running.case_file_buffers(case, reading.slots)
+    buffers = casefiles.case_file_buffers(case, reading.slots)
     drawn = SimpleNamespace(source=source, buffers=buffers, parsed=(), description="",
                             built=None)
     claims_less = _Claiming(exact=False)
@@ -280,7 +281,7 @@ def test_no_check_compares_gradient_bits_not_claimed():
     _, _, left_out = running.claimed(claims_less, reading, want,
                                      claims_less.run_case(source, buffers, reading.slots))
     assert left_out == [1]
-    with pytest.raises(running.Diverged):
+    with pytest.raises(findings.Diverged):
         running.check_case(_Claiming(exact=True), Tally(), drawn)
 
 

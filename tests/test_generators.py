@@ -226,7 +226,7 @@ def test_a_drawn_case_is_parsed_once(strategy, monkeypatch):
 def test_the_check_reads_the_statements_drawn(monkeypatch, strategy):
     """A check reads a drawn program from the statements its case carries: the one parse is
     the strategy's."""
-    from gradient_conformance.conformance import running
+    from gradient_conformance.conformance import readings, running
 
     def parse(text):
         raise AssertionError("parsed again")
@@ -237,7 +237,7 @@ def test_the_check_reads_the_statements_drawn(monkeypatch, strategy):
         assert case.parsed and list(case.parsed) == syntax.parse(case.source)
         with monkeypatch.context() as patched:
             patched.setattr(running, "parse", parse)
-            outcome = running.Reading(case.source, case.parsed).outcome(case.buffers)
+            outcome = readings.Reading(case.source, case.parsed).outcome(case.buffers)
         assert (outcome.status == "ok") == (case.expect_error is None), outcome
 
     read()
@@ -569,7 +569,7 @@ def _below(found: Counter, drawn: int, names, floor: float) -> dict[str, float]:
 
 @pytest.mark.slow
 def test_no_op_rule_or_kind_of_condition_falls_below_its_floor():
-    from gradient_conformance.conformance.running import Reading
+    from gradient_conformance.conformance.readings import Reading
     from gradient_conformance.reference.conditions import MEASURED
     from gradient_conformance.reference.ops import FEATURES, features_of
     from gradient_conformance.reference.rules import RULES

@@ -187,7 +187,7 @@ def test_a_check_s_health_is_its_own_and_not_the_next_one_s():
     """A timeout abandons the check it happened in (its Guarded view refuses every later
     call, so shrinking stops), and nothing of it stays on the implementation the session
     shares: the next check's view calls it as ever."""
-    from gradient_conformance.conformance.running import Tally
+    from gradient_conformance.conformance.tallies import Tally
     from gradient_conformance.conformance.transports.loading import Abandoned, Guarded
     impl = load(str(HERE / "c_loop.py"), timeout=1.0)
     source = "%a = buffer slot=0 dtype=f32\n%x = load %a\nstore %a %x\n"

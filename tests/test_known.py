@@ -9,7 +9,7 @@ import json
 import pytest
 
 from gradient_conformance.conformance.known import Known, parse_known
-from gradient_conformance.conformance.running import Tally
+from gradient_conformance.conformance.tallies import Tally
 from gradient_conformance.conformance.totals import Totals
 from tests.conftest import FAULTS, suite
 
@@ -42,11 +42,11 @@ def test_a_known_finding_is_passed_over_and_remembered():
     check's record names the entry."""
     from hypothesis.errors import UnsatisfiedAssumption
 
+    from gradient_conformance.conformance.findings import Finding, TapeCase
     from gradient_conformance.conformance.outcome import Outcome
-    from gradient_conformance.conformance.running import Finding, TapeCase
     known, new = (Finding(s, Outcome("ok"), Outcome("ok"), TapeCase([])) for s in ("old", "new"))
     tally = Tally(generated=True)
-    tally.expected = lambda finding: "creation-order" if finding is known else None
+    tally.passover.expected = lambda finding: "creation-order" if finding is known else None
     with pytest.raises(UnsatisfiedAssumption):
         tally.diverged(known)
     assert tally.last is None and tally.record()["known"] == ["creation-order"]
@@ -136,7 +136,8 @@ def test_a_known_variant_names_a_finding_only_where_other_programs_confirm_it(tm
         try:
             tally = Tally(generated=True)
             finding = _finding(impl, WHERE, [1.5])
-            tally.matched, tally.matched_findings = {"where-both"}, {"where-both": finding}
+            tally.passover.matched = {"where-both"}
+            tally.passover.matched_findings = {"where-both": finding}
             stage = FailureStage(spec=impl_spec, base=Path(tmp_path), cases_dir=None,
                                  known=Known(parse_known("where-both\n", "k.txt")))
             return stage.sort_known([], tally, unsatisfiable=True, check="c", test_id="t",

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import pytest
 
+from gradient_conformance.conformance.casefiles import case_file_buffers
 from gradient_conformance.conformance.diagnosis import locate as locating
 from gradient_conformance.conformance.diagnosis.diagnose import diagnose_case
 from gradient_conformance.conformance.diagnosis.locate import MAX_PROBES, locate, locate_tape
 from gradient_conformance.conformance.outcome import Outcome
-from gradient_conformance.conformance.running import Reading, case_file_buffers
+from gradient_conformance.conformance.readings import Reading
 from gradient_conformance.conformance.transports.loading import load
 from gradient_conformance.reference import cases
 from gradient_conformance.reference.tape import backprop_bits

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import pytest
 
+from gradient_conformance.conformance.casefiles import case_file_buffers
 from gradient_conformance.conformance.diagnosis.locate import changes, locate
 from gradient_conformance.conformance.diagnosis.variants import CATALOGUE, _needs, applies, parts
 from gradient_conformance.conformance.outcome import compare
-from gradient_conformance.conformance.running import Reading, case_file_buffers
+from gradient_conformance.conformance.readings import Reading
 from gradient_conformance.conformance.transports.loading import load
 from gradient_conformance.reference import cases
 from tests.conftest import CASES

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from gradient_conformance.conformance import running
+from gradient_conformance.conformance import findings, readings
 from gradient_conformance.conformance.divergence import subject
 from gradient_conformance.conformance.outcome import Outcome, compare
 from gradient_conformance.conformance.reduce import reduce_finding
@@ -49,14 +49,14 @@ def order_bug():
     impl.close()
 
 
-def _finding(impl, source: str, buffers) -> running.Finding:
-    reading = running.Reading(source)
+def _finding(impl, source: str, buffers) -> findings.Finding:
+    reading = readings.Reading(source)
     want = reading.outcome(buffers)
     got = impl.run_case(source, buffers, reading.slots)
     difference = compare(want, got)
     assert difference is not None, "the fault must show in the padded program"
-    return running.Finding(f"the rule: {difference}", want, got,
-                           running.ProgramCase(reading, buffers), difference)
+    return findings.Finding(f"the rule: {difference}", want, got,
+                           findings.ProgramCase(reading, buffers), difference)
 
 
 def _buffers():
@@ -83,7 +83,7 @@ def test_a_padded_program_is_reduced_to_one_no_statement_of_which_can_go(order_b
         rest = statements[:k] + statements[k + 1:]
         if s.target and any(o.text == s.target for r in rest for o in r.operands):
             continue
-        reading = running.Reading(format_program(rest))
+        reading = readings.Reading(format_program(rest))
         if reading.error is not None:
             continue
         buffers = {n: a for n, a in finding.case.buffers.items() if n in reading.slots}
@@ -92,8 +92,8 @@ def test_a_padded_program_is_reduced_to_one_no_statement_of_which_can_go(order_b
             continue
         got = order_bug.run_case(reading.source, buffers, reading.slots)
         again = compare(want, got)
-        assert again is None or subject(running.Finding(
-            "", want, got, running.ProgramCase(reading, buffers), again)) != subject(finding), \
+        assert again is None or subject(findings.Finding(
+            "", want, got, findings.ProgramCase(reading, buffers), again)) != subject(finding), \
             f"statement {k + 1} could go: {format_program(rest)}"
     assert reduction.line().startswith("reduced: from 23 statements to ")
     # Reduced again, nothing goes: the finding is kept as it is, its text and lines too.
@@ -106,8 +106,8 @@ def test_the_reducer_keeps_to_the_check_s_comparison(order_bug):
     finding.comparison = "truth"
     reduction = reduce_finding(finding, order_bug)
     assert reduction.finding is finding and "true derivative" in reduction.reason
-    tape = running.Finding("x", Outcome("ok"), Outcome("ok"),
-                           running.TapeCase([["input", 1.0]]))
+    tape = findings.Finding("x", Outcome("ok"), Outcome("ok"),
+                           findings.TapeCase([["input", 1.0]]))
     assert "a tape" in reduce_finding(tape, order_bug).reason
 
 
@@ -130,13 +130,13 @@ def test_the_oracle_failing_on_a_smaller_program_is_said_not_fatal(order_bug, mo
     """A smaller program the reference cannot run (raising other than an IRError) is the
     suite's bug: the reduction goes on without it and its line says so."""
     finding = _finding(order_bug, PADDED, _buffers())
-    real = running.Reading.outcome
+    real = readings.Reading.outcome
 
     def flaky(self, buffers, *args, **kwargs):
         if "%dead" not in self.source:
             raise TypeError("a bug of the oracle's")
         return real(self, buffers, *args, **kwargs)
-    monkeypatch.setattr(running.Reading, "outcome", flaky)
+    monkeypatch.setattr(readings.Reading, "outcome", flaky)
     reduction = reduce_finding(finding, order_bug)
     assert reduction.oracle_errors and "TypeError: a bug of the oracle's" in reduction.line()
     assert "%dead" in reduction.finding.case.text or reduction.finding is finding
@@ -145,7 +145,7 @@ def test_the_oracle_failing_on_a_smaller_program_is_said_not_fatal(order_bug, mo
 def test_a_store_index_that_is_a_buffer_is_rejected_at_build():
     """Found by the reducer: the reference took `store %o 1.0 %b` with %b an i32 scalar
     buffer, and failed running it (cases/errors/buffer_as_store_index.ir)."""
-    reading = running.Reading("%b = buffer slot=0 dtype=i32 shape=[]\n"
+    reading = readings.Reading("%b = buffer slot=0 dtype=i32 shape=[]\n"
                               "%o = buffer slot=1 dtype=f32 shape=[3]\nstore %o 1.0 %b\n")
     outcome = reading.outcome({})
     assert outcome.status == "rejected" and "load it first" in outcome.message

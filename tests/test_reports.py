@@ -17,8 +17,9 @@ import pytest
 
 from gradient_conformance.conformance.commands.replay import replay
 from gradient_conformance.conformance.divergence import describe
+from gradient_conformance.conformance.findings import Finding, ProgramCase
 from gradient_conformance.conformance.outcome import Outcome
-from gradient_conformance.conformance.running import Finding, ProgramCase, Reading
+from gradient_conformance.conformance.readings import Reading
 from gradient_conformance.conformance.transports.loading import load
 from gradient_conformance.reference import cases
 from gradient_conformance.reference.tape import load_tape_case

@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gradient_conformance import reference
+from gradient_conformance.conformance import readings
 from gradient_conformance.reference import cases
 from gradient_conformance.reference.errors import IRError
 from gradient_conformance.reference.syntax import format_program, parse
@@ -176,22 +177,21 @@ def test_a_program_beyond_the_reference_s_limits_is_judged_on_none(text):
     set; no expectation rests on them: the reference's rejection says so (reason "limit"),
     and a check leaves such a program out, saying why, where one within them is sent."""
     from gradient_conformance.conformance import running
-    want = running.Reading(text).outcome({}, build_only=True)
+    want = readings.Reading(text).outcome({}, build_only=True)
     assert want.status == "rejected" and want.reason == "limit", want
     assert "one of its own limits" in running.beyond_limits(want)
-    within = running.Reading("%a = buffer slot=0 dtype=f32 shape=[4]\n%b = load %a\n"
+    within = readings.Reading("%a = buffer slot=0 dtype=f32 shape=[4]\n%b = load %a\n"
                              "%x = add %b %b\n%y = add %x %b\n").outcome({}, build_only=True)
-    invalid = running.Reading("%x = add %b 1.0\n").outcome({}, build_only=True)
+    invalid = readings.Reading("%x = add %b 1.0\n").outcome({}, build_only=True)
     assert running.beyond_limits(within) == running.beyond_limits(invalid) == ""
 
 
 def test_no_program_the_suite_ships_or_draws_goes_beyond_a_limit():
     """SPEC.md, "Limits": no case file is rejected for a limit, and the generators' bounds
     stay within them (a drawn value's shape), so no check's expectation rests on a limit."""
-    from gradient_conformance.conformance import running
     from gradient_conformance.generators import writer
     from gradient_conformance.reference.graph import MAX_ELEMENTS
     for path in sorted(CASES.rglob("*.ir")):
-        assert running.Reading(path.read_text()).outcome(
+        assert readings.Reading(path.read_text()).outcome(
             {}, build_only=True).reason != "limit", path
     assert max(math.prod(shape) for shape in writer.SHAPES) <= MAX_ELEMENTS

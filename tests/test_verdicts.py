@@ -13,9 +13,10 @@ import re
 import subprocess
 import sys
 
+from gradient_conformance.conformance.casefiles import case_file_buffers
 from gradient_conformance.conformance.diagnosis.variants import CATALOGUE
 from gradient_conformance.conformance.outcome import compare
-from gradient_conformance.conformance.running import Reading, case_file_buffers
+from gradient_conformance.conformance.readings import Reading
 from gradient_conformance.reference import cases
 from tests.conftest import CASES, FAULTS, ROOT, suite
 
@@ -87,7 +88,9 @@ def _check_verdict(impl, path) -> bool | None:
     """The case-file check's verdict: True passed, False diverged, None skipped."""
     import pytest
 
-    from gradient_conformance.conformance.running import Diverged, Tally, check_case_file
+    from gradient_conformance.conformance.casefiles import check_case_file
+    from gradient_conformance.conformance.findings import Diverged
+    from gradient_conformance.conformance.tallies import Tally
     try:
         check_case_file(impl, Tally(), path, path.name)
     except Diverged:
@@ -257,8 +260,8 @@ def test_several_failures_of_one_check_are_described_by_the_first():
     """Hypothesis raises distinct failures of one check as a group: the report describes the
     first divergence in it, diagnosed and located, not the group's text."""
     from gradient_conformance.conformance.failure import diverged as _diverged
+    from gradient_conformance.conformance.findings import Diverged, Finding, TapeCase
     from gradient_conformance.conformance.outcome import Outcome
-    from gradient_conformance.conformance.running import Diverged, Finding, TapeCase
     first = Diverged(Finding("first", Outcome("ok"), Outcome("rejected"), TapeCase([])))
     second = Diverged(Finding("second", Outcome("ok"), Outcome("rejected"), TapeCase([])))
     group = BaseExceptionGroup("two bugs", [ValueError("not one"),
@@ -330,7 +333,7 @@ def test_a_check_that_compared_nothing_fails():
     saying what it left out; one output compared, or a divergence found, is enough."""
     import pytest
 
-    from gradient_conformance.conformance.running import (
+    from gradient_conformance.conformance.tallies import (
         BITS,
         NothingCompared,
         Tally,
@@ -377,8 +380,8 @@ def test_the_lines_about_a_divergence_agree_with_each_other_and_the_case():
     reference's rejection does not name invalid". Each line now comes from the record."""
     from gradient_conformance.conformance.diagnosis.locate import locate
     from gradient_conformance.conformance.outcome import Outcome
+    from gradient_conformance.conformance.readings import Reading
     from gradient_conformance.conformance.reduce import _kind
-    from gradient_conformance.conformance.running import Reading
     from gradient_conformance.reports.html import op_view
     from gradient_conformance.reports.records import Divergence, Report
     crash = Divergence(check="test_case_file", test_id="t", summary="s",

@@ -18,6 +18,7 @@ telling checks.
   operands and of g, identity in every spelling, every rejection in every disguise.
 - test_tape.py: the tape exercise's backprop(tape).
 
-What they share (reading a case, the expected outcome, the verdict) is in
-conformance/running.py, and the one comparison in conformance/outcome.py.
+What they share (the verdict, the checks' kit) is in conformance/running.py, reading a case
+in conformance/readings.py, what they measure in conformance/tallies.py, and the one
+comparison in conformance/outcome.py.
 """

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from gradient_conformance import resource
-from gradient_conformance.conformance import running
+from gradient_conformance.conformance import casefiles
 from gradient_conformance.reference import cases
 
 CASES = resource("cases")
@@ -32,5 +32,5 @@ def test_case_file(impl, tally, path):
 
 
 def run_case_file(impl, tally, path):
-    """One case file through the implementation (running.check_case_file)."""
-    running.check_case_file(impl, tally, path, f"case file {case_id(path)}")
+    """One case file through the implementation (casefiles.check_case_file)."""
+    casefiles.check_case_file(impl, tally, path, f"case file {case_id(path)}")

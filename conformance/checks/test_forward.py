@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gradient_conformance.conformance import running
+from gradient_conformance.conformance import casefiles, running
 from gradient_conformance.generators import exact_programs, programs
 from gradient_conformance.generators.buffers import ANY_F32
 from gradient_conformance.generators.hard_to_round import HARD_TO_ROUND
@@ -49,7 +49,7 @@ def test_transcendental_within_declared_ulps(impl, tally, op, data):
         pytest.skip(f"{op} is unsupported")
     tally.case({op})
     buffers = {0: np.array(values, np.float32)}
-    reading, want, got = running.run_both(impl, running.single_op_source(op, len(values)),
+    reading, want, got = running.run_both(impl, casefiles.single_op_source(op, len(values)),
                                           buffers, tally=tally)
     running.verdict(tally, reading, buffers, want, got, ulps=impl.ulps(op),
             context=f"{op} (declared {impl.ulps(op)} ulps): ")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gradient_conformance.conformance import running
+from gradient_conformance.conformance import findings, readings, running, tallies
 from gradient_conformance.conformance.outcome import Outcome, compare
 from gradient_conformance.generators import invalid_gradients, near_misses
 from gradient_conformance.reference.ops import TRANSCENDENTAL
@@ -20,14 +20,14 @@ def test_invalid_gradients_are_rejected(impl, tally, data):
     case = data.draw(invalid_gradients())
     running.supported(impl, case, tally)
     want, got = Outcome("rejected"), impl.build_only(case.source)
-    reading = running.Reading(case.source, case.parsed)
+    reading = readings.Reading(case.source, case.parsed)
     tally.reach(reading)
-    tally.compared(running.STATUS, 1)
+    tally.compared(tallies.STATUS, 1)
     difference = compare(want, got)
     if difference is not None:
-        raise tally.diverged(running.Finding(
+        raise tally.diverged(findings.Finding(
             f"the rule [{case.expect_error}] was missed: {difference}", want, got,
-            running.ProgramCase(reading, case.buffers), difference, case.description,
+            findings.ProgramCase(reading, case.buffers), difference, case.description,
             rule=case.expect_error))
 
 
@@ -42,7 +42,7 @@ def test_near_misses_are_accepted(impl, tally, data):
     if set(case.features) & TRANSCENDENTAL and inexact:
         # Values within the declared ulps compound through a program: only the acceptance
         # is compared.
-        reading = running.Reading(case.source)
+        reading = readings.Reading(case.source)
         running.verdict(tally, reading, case.buffers, Outcome("ok"),
                 impl.run_case(case.source, case.buffers, reading.slots),
                 description=case.description)

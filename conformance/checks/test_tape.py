@@ -11,19 +11,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gradient_conformance import resource
+from gradient_conformance.conformance.findings import Finding, TapeCase
 from gradient_conformance.conformance.outcome import Outcome, compare
-from gradient_conformance.conformance.running import (
-    BITS,
-    DIGITS,
-    STATUS,
-    STEP,
-    TRUTH,
-    C,
-    Finding,
-    K,
-    TapeCase,
-    ulp,
-)
+from gradient_conformance.conformance.tallies import BITS, STATUS, TRUTH
+from gradient_conformance.conformance.true_derivative import DIGITS, STEP, C, K, ulp
 from gradient_conformance.generators.tapes import invalid_tapes, order_sensitive_tapes, tapes
 from gradient_conformance.reference import exact
 from gradient_conformance.reference.realvalued import Real

@@ -9,21 +9,19 @@ from __future__ import annotations
 
 import numpy as np
 
+from gradient_conformance.conformance.casefiles import check_mentions
 from gradient_conformance.conformance.commands.suite import confinement_of, load_implementation
+from gradient_conformance.conformance.findings import Diverged
 from gradient_conformance.conformance.options import add_containment
 from gradient_conformance.conformance.outcome import Outcome, compare
+from gradient_conformance.conformance.readings import Reading
 from gradient_conformance.conformance.running import (
-    STATUS,
-    TRUTH,
-    Diverged,
-    Reading,
-    Tally,
     bits_are_the_point,
-    check_mentions,
     claimed,
     compare_claims,
     traps,
 )
+from gradient_conformance.conformance.tallies import STATUS, TRUTH, Tally
 from gradient_conformance.reference import cases, exact
 from gradient_conformance.reference.errors import IRError
 from gradient_conformance.reference.ops import TRANSCENDENTAL
@@ -104,7 +102,7 @@ def replay(impl, path: str, *, trace: bool = False,
 def _explained(impl, case, reading: Reading, buffers, want: Outcome, got: Outcome) -> list[str]:
     """The diagnosis and location of a case file's divergence, as lines."""
     from gradient_conformance.conformance.explain import explain_finding
-    from gradient_conformance.conformance.running import Finding, ProgramCase
+    from gradient_conformance.conformance.findings import Finding, ProgramCase
     if want.status == "ok" and got.status == "ok":
         # Explained against the reference's own outcome on every slot: the case file
         # may expect some of them only.
@@ -118,7 +116,7 @@ def _explained(impl, case, reading: Reading, buffers, want: Outcome, got: Outcom
 def _compared(impl, path, case, reading: Reading, buffers, expected: Outcome, got: Outcome,
               ulps: int):
     """(the tally of what was compared, the divergence found or None), as the case-file
-    check compares (running.compare_claims, running.check_mentions); a rejection or a
+    check compares (running.compare_claims, casefiles.check_mentions); a rejection or a
     run-time error by its status, a rejection's message by the lines it must give."""
     tally = Tally()
     if expected.status != "ok":
@@ -233,7 +231,7 @@ def replay_tape(impl, path: str, *, diagnose: bool = False) -> tuple[bool, str]:
     agrees = difference is None
     if diagnose and not agrees:
         from gradient_conformance.conformance.explain import explain_finding
-        from gradient_conformance.conformance.running import Finding, TapeCase
+        from gradient_conformance.conformance.findings import Finding, TapeCase
         diagnosis, location = explain_finding(Finding("", want, got, TapeCase(case["tape"])),
                                               impl)
         lines += [diagnosis.line(), location.text()]

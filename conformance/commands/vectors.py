@@ -15,9 +15,10 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from gradient_conformance import reference
+from gradient_conformance.conformance.casefiles import single_op_source
 from gradient_conformance.conformance.divergence import write_atomically
 from gradient_conformance.conformance.options import PROFILES
-from gradient_conformance.conformance.running import expected, single_op_source
+from gradient_conformance.conformance.readings import expected
 from gradient_conformance.generators import (
     Case,
     differentiable_programs,

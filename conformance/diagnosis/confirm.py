@@ -37,14 +37,10 @@ from dataclasses import dataclass, field
 from gradient_conformance import resource
 from gradient_conformance.conformance.diagnosis.diagnose import same_line
 from gradient_conformance.conformance.diagnosis.variants import CATALOGUE, applies
+from gradient_conformance.conformance.findings import Finding, TapeCase
 from gradient_conformance.conformance.outcome import Outcome, compare
-from gradient_conformance.conformance.running import (
-    Finding,
-    Reading,
-    TapeCase,
-    trapped_by,
-    unsupported_by,
-)
+from gradient_conformance.conformance.readings import Reading
+from gradient_conformance.conformance.running import trapped_by, unsupported_by
 from gradient_conformance.reference import cases
 from gradient_conformance.reference.semantics import Semantics
 from gradient_conformance.reference.tape import backprop_bits, load_tape_case

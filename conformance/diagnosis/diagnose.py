@@ -31,8 +31,10 @@ from gradient_conformance.conformance.diagnosis.variants import (
     composable,
     implicated_ops,
 )
+from gradient_conformance.conformance.findings import Finding, TapeCase
 from gradient_conformance.conformance.outcome import Outcome, compare
-from gradient_conformance.conformance.running import Finding, Reading, TapeCase, traps
+from gradient_conformance.conformance.readings import Reading
+from gradient_conformance.conformance.running import traps
 from gradient_conformance.reference.interp import NUMPY_DTYPES
 from gradient_conformance.reference.tape import backprop_bits
 

@@ -40,7 +40,8 @@ import numpy as np
 
 from gradient_conformance.conformance.diagnosis.variants import CATALOGUE, parts
 from gradient_conformance.conformance.outcome import Outcome, compare
-from gradient_conformance.conformance.running import Reading, traps
+from gradient_conformance.conformance.readings import Reading
+from gradient_conformance.conformance.running import traps
 from gradient_conformance.reference import SPEC, exact
 from gradient_conformance.reference.errors import IRError
 from gradient_conformance.reference.gradient import post_order, reachable

@@ -23,7 +23,7 @@ from typing import Protocol
 import numpy as np
 
 from gradient_conformance.conformance.outcome import Outcome
-from gradient_conformance.conformance.running import Tally
+from gradient_conformance.conformance.tallies import Tally
 from gradient_conformance.conformance.transports import calling
 from gradient_conformance.conformance.transports.command import Command
 from gradient_conformance.conformance.transports.confinement import (
