@@ -51,12 +51,12 @@ def summary(output: str) -> str:
 
 
 def run_tier(command: str, log: pathlib.Path) -> tuple[int, float, str]:
+    """The tier's make command, its output written to `log` as it runs (to watch it)."""
     started = time.perf_counter()
-    done = subprocess.run(command.split(), cwd=ROOT, capture_output=True, text=True)
-    seconds = time.perf_counter() - started
-    output = done.stdout + done.stderr
-    log.write_text(output)
-    return done.returncode, seconds, output
+    with log.open("w") as out:
+        code = subprocess.run(command.split(), cwd=ROOT, stdout=out,
+                              stderr=subprocess.STDOUT).returncode
+    return code, time.perf_counter() - started, log.read_text(errors="replace")
 
 
 def minutes(seconds: float) -> str:

@@ -226,7 +226,7 @@ def test_a_drawn_case_is_parsed_once(strategy, monkeypatch):
 def test_the_check_reads_the_statements_drawn(monkeypatch, strategy):
     """A check reads a drawn program from the statements its case carries: the one parse is
     the strategy's."""
-    from gradient_conformance.conformance import readings, running
+    from gradient_conformance.conformance import readings
 
     def parse(text):
         raise AssertionError("parsed again")
@@ -236,7 +236,7 @@ def test_the_check_reads_the_statements_drawn(monkeypatch, strategy):
     def read(case):
         assert case.parsed and list(case.parsed) == syntax.parse(case.source)
         with monkeypatch.context() as patched:
-            patched.setattr(running, "parse", parse)
+            patched.setattr(readings, "parse", parse)
             outcome = readings.Reading(case.source, case.parsed).outcome(case.buffers)
         assert (outcome.status == "ok") == (case.expect_error is None), outcome
 
