@@ -163,6 +163,7 @@ def test_the_installed_spec_can_be_read(installed):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("installed", ["fresh"], indirect=True)  # two whole runs: once
 def test_xdist_gives_the_same_divergences_as_one_process(installed, figures):
     """The same divergences, signature for signature, in one process and in two workers (the
     second tier: two whole runs; the first tier's test_plugin.py runs xdist's reporting)."""
