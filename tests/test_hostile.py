@@ -42,9 +42,8 @@ def impl_of(case: dict) -> str:
 @pytest.mark.parametrize("name", sorted(BATTERY["case"]))
 def test_the_suite_survives(name, figures):
     case = {**BATTERY["defaults"], **BATTERY["case"][name]}
-    shrink = [] if case.get("shrink") else ["--no-shrink"]
-    code, output, seconds = suite(impl_of(case), "-k", case["select"], *case["args"], *shrink,
-                                  timeout=case["seconds"])
+    code, output, seconds = suite(impl_of(case), "-k", case["select"], *case["args"],
+                                  shrink=bool(case.get("shrink")), timeout=case["seconds"])
     figures(f"hostile: {name:22} exit {code} in {seconds:5.1f} s")
     assert "INTERNALERROR" not in output, output[-3000:]
     assert code == case["status"], output[-3000:]

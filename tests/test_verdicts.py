@@ -181,7 +181,8 @@ def _wrong_mul(tmp_path: pathlib.Path) -> str:
 def test_the_derivative_figures_count_cases_not_shrinking_re_runs(tmp_path):
     report = tmp_path / "r.json"
     code, output, _ = suite(_wrong_mul(tmp_path), "-k", "near_the_true_derivative",
-                            f"--max-examples={EXAMPLES}", f"--report-json={report}")
+                            f"--max-examples={EXAMPLES}", f"--report-json={report}",
+                            shrink=True)  # what it counts apart are shrinking's re-runs
     assert code == 1, output[-3000:]
     figures = json.loads(report.read_text())
     cases_line = next(line for line in output.splitlines()
