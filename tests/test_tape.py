@@ -162,8 +162,8 @@ def test_derivatives_that_are_not_f32_values_are_a_failure(tmp_path):
     assert load(str(module)).run_backprop([["input", 1.0], ["add", 0, 0]]).status == "failure"
 
 
-def _suite(impl: str, *select: str) -> tuple[int, str]:
-    code, output, _ = suite(impl, "-q", "-rs", *select)
+def _suite(impl: str, *select: str, **kw) -> tuple[int, str]:
+    code, output, _ = suite(impl, "-q", "-rs", *select, **kw)
     return code, output
 
 
@@ -207,8 +207,10 @@ def test_every_tape_fault_is_killed_and_diagnosed_by_its_name(fault, tier, tmp_p
     select = KILLED_BY.get(fault, "tape") if tier else "tape"
     from tests.test_seeded_faults import DIAGNOSED_AS, assert_diagnosed_as, assert_located_at
     report = tmp_path / "r.json"
+    # The ci profile, shrunk, as the seeded faults of programs run (test_seeded_faults.py).
     code, output = _suite(f"gradient_conformance.implementations.faults.{fault}", "-k", select,
-                          f"--report-json={report}", *filter(None, [tier]))
+                          f"--report-json={report}", *filter(None, [tier]), examples=None,
+                          shrink=True)
     assert code == 1, output[-3000:]
     divergences = json.loads(report.read_text())["divergences"]
     assert_diagnosed_as(DIAGNOSED_AS[fault], divergences, output)
