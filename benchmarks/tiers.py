@@ -7,8 +7,9 @@ For each tier it keeps the make command's wall time (installs included), pytest'
 line and time, the ten slowest tests and the tier's total as tests/conftest.py reports them
 (each test's whole protocol, summed over the workers), and the figures the tests measured
 (the containment tests' among them). Run it on a fresh clone, quiet, for figures to compare
-with CI's 90 minutes: it needs nothing but Python's standard library, since `make test`
-creates the venv it runs the tests in.
+with CI's 90 minutes: run from the checkout (`python3 -m benchmarks.tiers`), it needs no venv,
+since `make test` creates the one it runs the tests in, and the package's own __init__.py
+(`without_paths`) imports only the standard library.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ import re
 import subprocess
 import sys
 import time
+
+from gradient_conformance import without_paths
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 OUT = ROOT / "docs" / "tiers.md"
@@ -56,16 +59,6 @@ def run_tier(command: str, log: pathlib.Path) -> tuple[int, float, str]:
         code = subprocess.run(command.split(), cwd=ROOT, stdout=out,
                               stderr=subprocess.STDOUT).returncode
     return code, time.perf_counter() - started, log.read_text(errors="replace")
-
-
-def scrubbed(text: str) -> str:
-    """`text` naming no path of this machine: the checkout as `.`, the home as `~` (as
-    gradient_conformance.without_paths does, which this script cannot import before `make
-    test` has made the venv)."""
-    for path, name in ((str(ROOT), "."), (str(pathlib.Path.home()), "~")):
-        if len(path) > 1:
-            text = text.replace(path + "/", name + "/").replace(path, name)
-    return text
 
 
 def minutes(seconds: float) -> str:
@@ -108,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
             lines += ["Figures the tests measured:", "", "```",
                       *[line for line in figures if line.strip()], "```", ""]
     lines += [f"Both tiers: {minutes(total)}." if not args.first_only else "", ""]
-    pathlib.Path(args.out).write_text(scrubbed("\n".join(lines).rstrip() + "\n"))
+    pathlib.Path(args.out).write_text(without_paths("\n".join(lines).rstrip() + "\n", ROOT))
     print(f"written: {args.out} ({minutes(total)}, exit {status})", file=sys.stderr)
     return status
 

@@ -125,23 +125,22 @@ class FailureStage:
         divergence says so; `divergence`), so that the check's own outcome stands and the run
         goes on."""
         staged = Staged()
+        raised = diverged(error)
+        # The finding `failed` starts from: the one raised, or the last one of a check the
+        # implementation made stop (else the check's own text says what it did).
+        finding = raised.finding if raised is not None else (
+            tally.last if isinstance(error, Abandoned) else None)
         try:
-            if error is not None and (diverged(error) is not None or (
-                    isinstance(error, Abandoned) and tally.last is not None)):
+            if finding is not None:
                 staged.found = self.failed(check, test_id, error, tally, "", impl)
             if self.known is not None:
                 staged.matched, staged.revoked = self.confirm_known(tally, check=check,
                                                                     test_id=test_id, impl=impl)
         except Exception as problem:  # noqa: BLE001 - the check's outcome stands, said
-            staged.problem = stage_failed(problem)
-            raised = diverged(error)
-            finding = raised.finding if raised is not None else (
-                tally.last if isinstance(error, Abandoned) else None)
             if finding is not None and staged.found is None:
-                try:  # the divergence as found, as the terminal and the reports show one
-                    staged.found = [divergence.describe(check, test_id, finding)]
-                except Exception:  # noqa: BLE001 - the check's own text says it, below
-                    staged.found = None
+                staged.found = [self._as_found(check, test_id, finding, stage_failed(problem))]
+            else:
+                staged.problem = stage_failed(problem)
         return staged
 
     # --- 1-3: each finding reduced, described, explained, saved -------------------------
@@ -168,18 +167,24 @@ class FailureStage:
         try:
             return self._through(check, test_id, finding, impl)
         except Exception as problem:  # noqa: BLE001 - the stage's bug must not cost the run
-            note = stage_failed(problem)
-        try:
-            d = divergence.describe(check, test_id, finding)
-        except Exception as problem:  # noqa: BLE001 - nor its description's
-            d = divergence.undescribed(check, test_id, f"{finding.summary}\n"
-                                       f"{stage_failed(problem)}")
-        d.description = "\n".join(filter(None, [d.description, f"({note})"]))
+            d = self._as_found(check, test_id, finding, stage_failed(problem))
         if self.cases_dir is not None:
             try:
                 divergence.save(d, self.cases_dir, self.spec, self.base)
             except OSError:
                 pass  # said on the screen and in the reports all the same
+        return d
+
+    @staticmethod
+    def _as_found(check: str, test_id: str, finding: Finding, note: str) -> Divergence:
+        """`finding` described as found, with `note` (why the stage did no more). Never
+        raises: a description that fails is the finding's summary, saying so too."""
+        try:
+            d = divergence.describe(check, test_id, finding)
+        except Exception as problem:  # noqa: BLE001 - nor may its description's bug
+            d = divergence.undescribed(check, test_id, f"{finding.summary}\n"
+                                       f"{stage_failed(problem)}")
+        d.description = "\n".join(filter(None, [d.description, f"({note})"]))
         return d
 
     def _through(self, check: str, test_id: str, finding: Finding, impl) -> Divergence:

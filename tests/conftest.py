@@ -33,7 +33,7 @@ settings.register_profile("default", deadline=None, max_examples=50,
 settings.register_profile("slow", deadline=None, max_examples=1000,
                           suppress_health_check=[HealthCheck.too_slow])
 
-# pytester: tests of the plugin that run pytest in this process (usage errors, collection).
+# pytester: tests that run pytest in this process (the battery's selections, collected).
 pytest_plugins = ["pytester"]
 
 FIGURES: list[str] = []

@@ -24,7 +24,7 @@ def table(section: str) -> list[list[str]]:
     lines = [line for line in body.splitlines() if line.startswith("|")]
     rows = [[cell.strip().replace("\\|", "|") for cell in
              re.split(r"(?<!\\)\|", line.strip().strip("|"))] for line in lines]
-    return [row for row in rows[2:]]  # the header and its rule
+    return rows[2:]  # after the header and its rule
 
 
 def code(cell: str) -> list[str]:
