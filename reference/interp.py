@@ -247,10 +247,15 @@ class Interpreter:
 
 def _map(function: Callable, shape: tuple[int, ...], args: list[np.ndarray]) -> np.ndarray:
     """Apply a scalar function elementwise; literal (0-d) operands broadcast."""
-    columns = [np.broadcast_to(a, shape).flat for a in args]
     out = np.empty(shape, dtype=object)
+    if not shape:  # rank 0, the commonest: no broadcasting, no iterators
+        out[()] = function(*(a[()] for a in args))
+        return out
+    # An operand of the result's shape is read as it is; only a literal is broadcast.
+    columns = [a.flat if a.shape == shape else np.broadcast_to(a, shape).flat for a in args]
+    flat = out.reshape(-1)  # a view: out is fresh and contiguous
     for k, values in enumerate(zip(*columns, strict=True)):
-        out.flat[k] = function(*values)
+        flat[k] = function(*values)
     return out
 
 

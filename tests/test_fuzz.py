@@ -30,11 +30,12 @@ from gradient_conformance.reports.records import (
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 FAULT = "gradient_conformance.implementations.faults.recip_form"
 CHECK = "test_gradients_bit_for_bit"
+LONG = str(ROOT / "tests" / "impls" / "off_when_long.py")  # diverges in long programs only
 
 
 def _start(out: pathlib.Path, *extra) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "gradient_conformance", "fuzz", f"--impl={FAULT}", "--minutes", "10",
+        [sys.executable, "-m", "gradient_conformance", "fuzz", f"--impl={LONG}", "--minutes", "10",
          "--out", str(out), "--check", CHECK, *extra], cwd=ROOT, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True, start_new_session=True, preexec_fn=_default_sigint)
 
@@ -64,7 +65,7 @@ def test_a_run_killed_with_sigkill_keeps_what_it_found(tmp_path):
     finally:
         os.killpg(process.pid, signal.SIGKILL)
         process.communicate()
-    faulty = load(FAULT)
+    faulty = load(LONG)
     for path in _records(tmp_path):
         d = divergence_from_dict(json.loads(path.read_text()))
         assert d.check == CHECK and d.signature[2] == "bits"
@@ -191,19 +192,19 @@ def test_a_run_goes_on_from_the_store_it_finds(tmp_path):
 def _finds_from_the_database(tmp_path, database: str) -> None:
     """A first run finds the fault; a second, allowed one generated example, finds it again
     at once, from the database's replay (the second run may shrink the replayed case
-    further, so its program need not be the first run's)."""
-    # The fault shows in few programs: runs of 200 cases missed it in 2 of 12 (measured
-    # 2026-12-05), so a first run is tried again until one finds it.
-    for _ in range(4):
-        first = fuzz(FAULT, minutes=3, rounds=6, jobs=1, out=tmp_path / "one",
-                     database=database, checks=[CHECK], log=open(os.devnull, "w"))
-        if first.best:
-            break
-    assert first.best, "four first runs of 300 cases found nothing to store"
-    second = fuzz(FAULT, minutes=3, rounds=1, batch=1, jobs=1, out=tmp_path / "two",
-                  database=database, checks=[CHECK], log=open(os.devnull, "w"))
+    further, so its program need not be the first run's), where the same run against an
+    empty database finds nothing: Hypothesis's one example is then its simplest, a program
+    too short for the fault (tests/impls/off_when_long.py)."""
+    first = fuzz(LONG, minutes=3, rounds=6, jobs=1, out=tmp_path / "one", database=database,
+                 checks=[CHECK], log=open(os.devnull, "w"))
+    assert first.best, "a first run of 300 cases found nothing to store"
+    again = dict(minutes=3, rounds=1, batch=1, jobs=1, checks=[CHECK], log=open(os.devnull, "w"))
+    second = fuzz(LONG, out=tmp_path / "two", database=database, **again)
     assert second.best
     assert {d.check for d in second.best.values()} == {CHECK}
+    fresh = fuzz(LONG, out=tmp_path / "fresh", database=str(tmp_path / "empty"), **again)
+    assert sum(fresh.totals.cases.values()) and not fresh.best, \
+        "one case without the database found the fault"
 
 
 def test_the_database_persists_between_runs(tmp_path):

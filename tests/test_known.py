@@ -14,7 +14,10 @@ from gradient_conformance.conformance.totals import Totals
 from tests.conftest import FAULTS, suite
 
 ORDER = f"{FAULTS}.creation_order"  # sums shares in creation order: two checks find it
-CHECKS = ("-k", "gradients_bit_for_bit or accumulation_order", "--max-examples=100")
+# Two checks find it: the case file of the lesson's example, and the gradient bits check
+# within its first 80 cases (derandomized: the same cases every run; at 80 the program it
+# finds is small, so the failure stage is quick).
+CHECKS = ("-k", "gradients_bit_for_bit or accumulation_order", "--max-examples=80")
 
 
 def test_a_known_file_holds_signatures_and_variants_and_names_a_bad_line():

@@ -67,7 +67,7 @@ def test_two_matrices_at_one_path_compare(tmp_path):
     divergence in both runs.)"""
     (tmp_path / "mine.py").write_text(f"from {FAST} import build  # noqa: F401\n")
     command = [sys.executable, "-m", "gradient_conformance", "matrix", "--impl", "mine",
-               "--report", "out/m.html", "--max-examples", "2", "-k", "case_file"]
+               "--report", "out/m.html", "--max-examples", "2", "-k", "case_file and transcend"]
     for _ in range(2):
         run = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True,
                              timeout=900)
@@ -82,7 +82,7 @@ def test_two_matrices_at_one_path_compare(tmp_path):
     written = (tmp_path / "out" / "m.md").read_text()
     assert written.startswith("# How real systems conform\n\nA generated record")
     assert "written by `gradient-conformance matrix --impl mine --report out/m.html " \
-        "--max-examples 2 -k case_file` on 20" in written
+        "--max-examples 2 -k 'case_file and transcend'` on 20" in written
     assert str(tmp_path) not in written and sys.prefix not in written
 
 
