@@ -170,3 +170,27 @@ def hash_consed_gradients(program: Program) -> list[Define]:
     whose forms differ."""
     return [s for s in program.statements if isinstance(s, Define) and s.expansion is not None
             and made_by_gradient(program, s.expansion.x) is not None]
+
+
+def stores_a_gradient(statements) -> bool:
+    """Whether a program stores a value computed from a gradient statement, read from its
+    text (a program the spec rejects has no graph to ask): where a variant that accepts a
+    rejected gradient says what it computes, not only that it accepts."""
+    made: set[str] = set()
+    for s in statements:
+        uses = {o.text for o in s.operands if o.kind == "name"}
+        if s.op == "store" and uses & made:
+            return True
+        if s.target is not None and (s.op == "gradient" or uses & made):
+            made.add(s.target)
+    return False
+
+
+def rejected_as(reading: Reading) -> str:
+    """The kind of the reference's rejection of a program (as a case file's `#: error KIND`
+    names it: syntax, invalid, or a gradient rule's code), or "" if it accepts it."""
+    try:
+        reading.program()
+    except IRError as problem:
+        return str(getattr(problem, "kind", "") or "")
+    return ""

@@ -29,10 +29,13 @@ from dataclasses import dataclass
 from gradient_conformance.conformance.divergence import subject
 from gradient_conformance.conformance.findings import Finding, ProgramCase, TapeCase
 from gradient_conformance.conformance.outcome import compare
-from gradient_conformance.conformance.readings import Reading
+from gradient_conformance.conformance.readings import Reading, rejected_as, stores_a_gradient
 from gradient_conformance.conformance.running import claimed, traps
 from gradient_conformance.conformance.transports.loading import Abandoned
+from gradient_conformance.reference.conditions import without
 from gradient_conformance.reference.errors import IRError
+from gradient_conformance.reference.graph import SignatureError
+from gradient_conformance.reference.semantics import SPEC
 from gradient_conformance.reference.syntax import Operand, Statement, format_program
 
 RUNS = 300  # the implementation's runs one reduction may take
@@ -110,14 +113,29 @@ def reduce_finding(finding: Finding, impl, *, runs: int = RUNS,
                      out_of_time=search.out_of_time)
 
 
-def _kind(reading: Reading) -> str:
-    """The kind of the reference's rejection of a program (as a case file's `#: error KIND`
-    names it: syntax, invalid, or a gradient rule's code), or "" if it accepts it."""
-    try:
-        reading.program()
-    except IRError as problem:
-        return str(getattr(problem, "kind", "") or "")
-    return ""
+def _other_problems(reading: Reading, rule: str) -> frozenset[str]:
+    """What else rejects the program once `rule` is lifted, and each rule found after it is
+    lifted in turn (as conditions.rebuilt builds a rejected program): a gradient rule by its
+    code, any other problem by its kind and message. A graph that refuses the
+    lifted gradient (with x-literal lifted, a literal beside a vector gets shares of the
+    vector's shape) breaks no rule of the spec, and adds nothing."""
+    problems: set[str] = set()
+    semantics = without(SPEC, rule)
+    for _ in range(len(SPEC.rejections) + 1):
+        try:
+            reading.program(semantics)
+        except SignatureError:
+            break
+        except IRError as problem:
+            lifted = getattr(problem, "rule", None)
+            # A rule by its code; any other problem by what it says (not where it says it).
+            problems.add(str(lifted) if lifted else f"{problem.kind}: {problem.message}")
+            if lifted is None or lifted not in semantics.rejections:
+                break
+            semantics = without(semantics, lifted)
+        else:
+            break
+    return frozenset(problems)
 
 
 class _Search:
@@ -140,6 +158,17 @@ class _Search:
         # buffers, or an acceptance without outputs.
         self.build_only = finding.rule is not None or not case.buffers or (
             got.status == "ok" and not got.buffers)
+        # A missed rejection keeps what made it one (docs/diagnosis.md, "Reduction"): the
+        # rule, with no other problem the program as found did not have (a smaller program
+        # also broken otherwise asks a different question), and a stored gradient if the
+        # implementation gave one (its values are what the variants' experiments compare).
+        original = case.reading
+        self.problems = _other_problems(original, finding.rule) \
+            if finding.rule not in (None, "any") and original.statements is not None else None
+        self.keeps_gradient = finding.rule not in (None, "any") and got.status == "ok" \
+            and bool(got.buffers) and stores_a_gradient(original.statements or [])
+        if self.keeps_gradient:
+            self.build_only = False  # the stored values are compared, so the program is run
         difference = finding.difference or compare(finding.want, got, ulps=finding.ulps)
         said = str(difference) if difference else ""
         self.context = finding.summary[:-len(said)] if said and \
@@ -186,11 +215,22 @@ class _Search:
         if want.status != finding.want.status:
             return self._not(f"the reference's outcome is {want.status}, not "
                              f"{finding.want.status}")
-        kind = _kind(reading) if finding.rule not in (None, "any") else finding.rule
+        kind = rejected_as(reading) if finding.rule not in (None, "any") else finding.rule
         if kind != finding.rule:
             return self._not(f"the reference rejects it as {kind or 'nothing'}, not "
                              f"{finding.rule}")
-        if traps(self.impl, reading, buffers):
+        if self.problems is not None and finding.rule is not None and \
+                (more := _other_problems(reading, finding.rule) - self.problems):
+            return self._not(f"with {finding.rule} lifted, it is still rejected ("
+                             f"{'; '.join(sorted(more))}), as the program found is not")
+        if self.keeps_gradient and not stores_a_gradient(reading.statements or []):
+            return self._not("it stores no value made by the gradient")
+        try:
+            trapping = traps(self.impl, reading, buffers)
+        except Exception as problem:  # noqa: BLE001 - as the outcome's: said, not the end
+            self.oracle_errors.append(f"{type(problem).__name__}: {problem}")
+            return self._not("the reference failed to measure it")
+        if trapping:
             return self._not("it reaches a division the implementation declares traps")
         self.runs += 1
         got = self.impl.build_only(reading.source) if self.build_only else \

@@ -16,7 +16,7 @@ from hypothesis import assume
 
 from gradient_conformance.conformance.findings import Finding, ProgramCase
 from gradient_conformance.conformance.outcome import Outcome, compare
-from gradient_conformance.conformance.readings import Reading, made_by_gradients
+from gradient_conformance.conformance.readings import Reading, made_by_gradients, rejected_as
 from gradient_conformance.conformance.tallies import Tally, count_compared
 from gradient_conformance.conformance.true_derivative import KINK, near_the_truth
 from gradient_conformance.reference.errors import IRError
@@ -125,9 +125,13 @@ def verdict(tally: Tally, reading: Reading, buffers, want: Outcome, got: Outcome
         count_compared(tally, want, ulps)
     difference = compare(want, got, ulps=ulps)
     if difference is not None:
+        # A rejection missed is about the rule (or kind) the reference rejects it by, as the
+        # rejection check's findings are: the reducer keeps it, the signature names it.
+        rule = rejected_as(reading) or None if want.status == "rejected" and \
+            got.status != "rejected" else None
         raise tally.diverged(Finding(f"{context}{difference}", want, got,
                                      ProgramCase(reading, buffers), difference, description,
-                                     ulps=ulps))
+                                     rule=rule, ulps=ulps))
 
 
 def check_case(impl, tally: Tally, case, *, ulps: int = 0) -> None:

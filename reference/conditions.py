@@ -891,8 +891,12 @@ def measure(source: str, statements, buffers=None, *, program=None, problem=None
 
 def rebuilt(statements, problem: errors.IRError):
     """The program a gradient rule rejected, built with the rules that stop it lifted; None
-    if something else rejects it."""
+    if something else rejects it, or if no program can be built that way: with x-literal
+    lifted, the shares of a literal used beside a vector have the vector's shape, not the
+    literal's, and the graph refuses their sum (a SignatureError, which the builder never
+    raises under the spec's own rules)."""
     from .builder import build_program
+    from .graph import SignatureError
     from .semantics import SPEC
     semantics = SPEC
     rule = getattr(problem, "rule", None)  # a GradientError's; the others have none
@@ -900,6 +904,8 @@ def rebuilt(statements, problem: errors.IRError):
         semantics = without(semantics, rule)
         try:
             return build_program(list(statements), semantics)
+        except SignatureError:
+            return None
         except errors.IRError as again:
             if getattr(again, "rule", None) == rule:
                 return None

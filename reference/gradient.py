@@ -74,7 +74,12 @@ def expand(graph: Graph, y: Node, x: Node, *, scope: int, line: int, token: str,
             raise errors.BuildError(line, token, f"gradient rejected: {problem}")
     e = Emitter(graph, scope, line)
     carries = semantics.depends_on(y, x, stored_values, semantics.flows)
-    received: dict[Node, Visit] = {y: Visit(y, [e.f32("1.0")], [None])}
+    # The loss's own gradient: 1.0. A loss of any other shape, which only a semantics with
+    # loss-not-f32-scalar lifted lets through, is summed implicitly: d(sum y)/dy is 1.0 at
+    # every element, so its seed is 1.0 expanded to y's shape (a scalar seed would say that
+    # only one of y's elements counts).
+    seed = e.f32("1.0") if not y.shape else e("expand", e.f32("1.0"), shape=y.shape)
+    received: dict[Node, Visit] = {y: Visit(y, [seed], [None])}
     visits, result = [], None
     for node in reversed(semantics.post_order(y)):
         visit = received.get(node)

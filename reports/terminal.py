@@ -34,8 +34,12 @@ def terminal_text(d: Divergence) -> str:
             out += [f"{'>' if k in marked else ' '} {cut(line)}"
                     for k, line in enumerate(d.source.splitlines(), start=1)]
         else:
-            out.append("--- the program" + (" (lines marked > store the first differing slot)"
-                                            if marked else "") + " ---")
+            # A missed rejection marks its gradients (divergence.py), any other divergence
+            # the stores of the first differing slot.
+            marks = "are the gradients the spec rejects" if d.expected_status == "rejected" \
+                and d.actual_status != "rejected" else "store the first differing slot"
+            out.append("--- the program" + (f" (lines marked > {marks})" if marked else "")
+                       + " ---")
             out += [f"{'>' if k in marked else ' '}{k:4}  {cut(line)}"
                     for k, line in enumerate(d.source.splitlines(), start=1)]
     if d.reduction:

@@ -91,6 +91,21 @@ def test_a_variant_is_named_only_when_it_gives_every_bit():
     assert not crashed.found and not crashed.tried
 
 
+@pytest.mark.parametrize("name", ["nonscalar-loss-summed", "without-loss-not-f32-scalar"])
+def test_a_variant_that_accepts_a_loss_of_any_shape_sums_it_as_it_says(name):
+    """Issue 53: both gave 1.0 for the loss `expand %x shape=[2]`, as if one copy counted,
+    where summing the loss (their words) gives 2.0; a non-scalar loss's seed is now 1.0 at
+    every element. The derivative of sum(x * x) over a vector, 2x, is the other check."""
+    semantics = CATALOGUE[name].semantics()
+    source = ("%a = buffer slot=0 dtype=f32 shape=[]\n%x = load %a\n"
+              "%y = expand %x shape=[2]\n%g = gradient %y %x\nstore %a %g\n")
+    assert _run(semantics, source, {0: np.array(0.75, np.float32)})[0] == 2.0
+    source = ("%a = buffer slot=0 dtype=f32 shape=[2]\n%x = load %a\n%y = mul %x %x\n"
+              "%g = gradient %y %x\nstore %a %g\n")
+    got = _run(semantics, source, {0: np.array([0.75, 1.5], np.float32)})[0]
+    assert got.tolist() == [1.5, 3.0]
+
+
 def test_a_missed_rejection_is_diagnosed_by_the_rule_missing():
     source = (CASES / "examples" / "lesson_literal_x.ir").read_text()
     buffers = cases.initial_buffers(cases.parse_case(source), cases.buffer_slots(source))

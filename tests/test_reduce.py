@@ -3,6 +3,8 @@ divergence, with its signature kept and its comparison the check's."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from gradient_conformance.conformance import findings, readings
@@ -10,8 +12,9 @@ from gradient_conformance.conformance.divergence import subject
 from gradient_conformance.conformance.outcome import Outcome, compare
 from gradient_conformance.conformance.reduce import reduce_finding
 from gradient_conformance.conformance.transports.loading import load
+from gradient_conformance.reference.errors import RULES
 from gradient_conformance.reference.syntax import format_program
-from tests.conftest import FAULTS, suite
+from tests.conftest import FAULTS, ROOT, suite
 
 # The order bug's example, padded with statements the divergence does not need: a dead
 # chain, a second gradient nobody stores, and a value the stored one is made through.
@@ -149,3 +152,28 @@ def test_a_store_index_that_is_a_buffer_is_rejected_at_build():
                               "%o = buffer slot=1 dtype=f32 shape=[3]\nstore %o 1.0 %b\n")
     outcome = reading.outcome({})
     assert outcome.status == "rejected" and "load it first" in outcome.message
+
+
+ACCEPTS = str(ROOT / "tests" / "impls" / "accepts_and_traps.py")
+
+
+def test_missed_rejections_are_reduced_and_explained_without_the_stage_failing(tmp_path):
+    """Issue 53: for an implementation that declares integer division traps, the reducer's
+    trap check measured candidates the graph refuses (x-literal lifted on a literal shared
+    with a vector) and the stage failed; a reduced program was rejected by another problem
+    too (a buffer used as a value); and variants were named from statuses alone. Now every
+    missed rejection is reduced, no reduced program breaks anything the program as found
+    did not, and none is named: this implementation gives no variant's values."""
+    report = tmp_path / "r.json"
+    code, output, _ = suite(ACCEPTS, "-k", "every_rejection_in_every_disguise", "-q",
+                            f"--report-json={report}", cwd=tmp_path)
+    assert code == 1, output[-3000:]
+    assert "the failure stage failed" not in output and "INTERNALERROR" not in output
+    data = json.loads(report.read_text())
+    found = data["divergences"]
+    assert found and all(d["signature"][1] in RULES for d in found)
+    for d in found:
+        assert "buffer, a handle and not a value" not in d["case_text"], d["case_text"]
+        reading = readings.Reading(d["source"])
+        assert readings.rejected_as(reading) == d["signature"][1], d["source"]
+        assert "confirmed on" not in d["diagnosis_line"], d["diagnosis_line"]

@@ -382,7 +382,7 @@ def test_the_lines_about_a_divergence_agree_with_each_other_and_the_case():
     from gradient_conformance.conformance.diagnosis.locate import locate
     from gradient_conformance.conformance.outcome import Outcome
     from gradient_conformance.conformance.readings import Reading
-    from gradient_conformance.conformance.reduce import _kind
+    from gradient_conformance.conformance.readings import rejected_as as _kind
     from gradient_conformance.reports.html import op_view
     from gradient_conformance.reports.records import Divergence, Report
     crash = Divergence(check="test_case_file", test_id="t", summary="s",

@@ -34,14 +34,24 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from gradient_conformance import resource
 from gradient_conformance.conformance.diagnosis.diagnose import same_line
 from gradient_conformance.conformance.diagnosis.variants import CATALOGUE, applies
 from gradient_conformance.conformance.findings import Finding, TapeCase
 from gradient_conformance.conformance.outcome import Outcome, compare
-from gradient_conformance.conformance.readings import Reading
+from gradient_conformance.conformance.readings import (
+    Reading,
+    rejected_as,
+    stores_a_gradient,
+)
 from gradient_conformance.conformance.running import trapped_by, unsupported_by
-from gradient_conformance.reference import cases
+from gradient_conformance.reference import SPEC, cases
+from gradient_conformance.reference.conditions import without
+from gradient_conformance.reference.errors import RULES, GradientError, IRError
+from gradient_conformance.reference.graph import SignatureError
+from gradient_conformance.reference.program import Define
 from gradient_conformance.reference.semantics import Semantics
 from gradient_conformance.reference.tape import backprop_bits, load_tape_case
 
@@ -115,13 +125,16 @@ class Trial:
     """A program of the experiment: what names it among the run's shared programs (None: a
     divergence's own), where it came from, its features (None for a tape), its outcome
     under a semantics (None: the spec's; None back: the semantics cannot express it), and
-    its outcome on the implementation."""
+    its outcome on the implementation; and whether the spec rejects a gradient of it by a
+    rule while its run shows no value computed from that gradient (nothing stored from it,
+    or only built), so that accepting it says nothing of what a variant computes."""
 
     key: object
     label: str
     features: frozenset[str] | None
     outcome: Callable[[Semantics | None], Outcome | None]
     implementation: Callable[[], Outcome]
+    gradient_unseen: bool = False
 
 
 def bears_out(spec: Outcome, theirs: Outcome, got: Outcome, ulps: int) -> bool | None:
@@ -239,7 +252,13 @@ class _Search:
             if got is None or n not in theirs or want is None:
                 said[n] = (None, "")
             elif bears_out(want, theirs[n], got, ulps):
-                said[n] = (True, "")
+                # Accepting what the spec rejects, on a program that stores nothing computed
+                # from the gradient, shows the status alone: no evidence for a variant, which
+                # also says what the gradient is (the variant's values are compared where
+                # some stored value depends on them).
+                status_only = want.status != "ok" and theirs[n].status == "ok" and \
+                    trial.gradient_unseen
+                said[n] = (None, "") if status_only else (True, "")
             else:
                 said[n] = (False, _detail(theirs[n], got, ulps))
             if self.memo is not None and trial.key is not None:
@@ -320,14 +339,21 @@ def _sources(finding: Finding, impl, library: CaseFiles, deadline: float) -> lis
                     drawn.tape, impl)), shared=True)]
     build_only = finding.got.status == "ok" and not finding.got.buffers
 
-    def trial(key, label: str, reading: Reading, buffers) -> Trial | None:
-        return _program_trial(key, label, reading, buffers, impl, build_only)
+    def trial(key, label: str, reading: Reading, buffers, only_built: bool = build_only
+              ) -> Trial | None:
+        return _program_trial(key, label, reading, buffers, impl, only_built)
     sources = []
-    reading = case.reading
+    rejection = finding.rule in RULES
+    # A missed rejection whose program stores nothing of its gradient is tried with the
+    # gradient stored (gradients_stored), and run whole: what the implementation computes
+    # there is the evidence a variant needs, not only that it accepted.
+    shown = gradients_shown(case.reading, case.buffers) if rejection else None
+    stored = shown is not None and shown[2] != ""
+    reading = shown[0] if shown else case.reading
     # Inputs Hypothesis can draw whole: a program of more (an enumerated one, of every class
     # at once) gets none refilled, and goes on to the other sources at once.
     elements = sum(math.prod(shape) for _, shape in reading.slots.values())
-    if not build_only and reading.statements is not None and reading.slots and \
+    if (not build_only or shown) and reading.statements is not None and reading.slots and \
             elements <= REFILL_ELEMENTS:
         from hypothesis import strategies as st
 
@@ -339,16 +365,81 @@ def _sources(finding: Finding, impl, library: CaseFiles, deadline: float) -> lis
             mode = draw(st.sampled_from(("anything", "smooth")))
             return fill(draw, statements, mode=mode).buffers
         again = Reading(reading.source, statements, measure=False)
+        label = "other inputs of the found program" + (", its gradients stored" * stored)
         sources.append(_Source(_drawn_into(
             refilled(), deadline,
-            lambda k, buffers: trial(None, "other inputs of the found program", again,
-                                     buffers)), shared=False))
-    sources.append(_Source(_listed(trial((label, build_only), label, r, b)
-                                   for label, r, b in library.programs()), shared=True))
-    sources.append(_Source(_drawn_into(_program_strategy(), deadline, lambda k, case: trial(
-        (f"drawn {k}", build_only), f"a drawn program of {len(case.source.splitlines())} lines",
-        Reading(case.source, case.parsed or (), measure=False), case.buffers)), shared=True))
+            lambda k, buffers: trial(None, label, again, buffers, False)), shared=False))
+
+    # The other programs are run whole wherever they have inputs, even for a divergence that
+    # showed at build: a variant that accepts a rejected gradient also says what it computes,
+    # and evidence on the status alone confirms nothing (docs/diagnosis.md, "Confirmation").
+    def listed() -> Iterable[Trial | None]:
+        for label, r, b in library.programs():
+            if rejection and (more := gradients_shown(r, b)) is not None:
+                yield trial((label, "shown"), label + more[2], more[0], more[1], False)
+            else:
+                yield trial((label, build_only and not b), label, r, b, build_only and not b)
+
+    def drawn(k, case) -> Trial | None:
+        r = Reading(case.source, case.parsed or (), measure=False)
+        lines = f"a drawn program of {len(case.source.splitlines())} lines"
+        if rejection and (more := gradients_shown(r, case.buffers)) is not None:
+            return trial(None, lines + more[2], more[0], more[1], False)
+        return trial((f"drawn {k}", build_only and not case.buffers), lines, r, case.buffers,
+                     build_only and not case.buffers)
+    sources.append(_Source(_listed(listed()), shared=True))
+    sources.append(_Source(_drawn_into(_program_strategy(), deadline, drawn), shared=True))
     return sources
+
+
+def gradients_shown(reading: Reading, buffers: dict) -> tuple[Reading, dict, str] | None:
+    """A program the spec rejects by a gradient rule, made to show what its gradients are:
+    where it stores nothing computed from them, each top-level gradient is stored into a
+    buffer of its own (zeros to start), so that a variant that accepts the gradient says
+    what it computes and the implementation's values are compared with the variant's. Its
+    inputs with those buffers added, and with a slot of f32 zeros (what a case file gives a
+    slot it says nothing of, at which most gradients are zero for every variant alike) at
+    0.75 instead. With how it was changed ("" for inputs only); None for any other program,
+    or one no lifted rule builds, or one whose gradient nothing could store."""
+    statements = reading.statements
+    if statements is None or rejected_as(reading) not in RULES:
+        return None
+    inputs = {s: np.full_like(a, 0.75) if a.dtype == np.float32 and a.size and not a.any()
+              else a for s, a in buffers.items()}
+    if stores_a_gradient(statements):
+        return reading, inputs, ""
+    semantics = SPEC
+    for _ in range(len(RULES) + 1):
+        try:
+            program = reading.program(semantics)
+            break
+        except GradientError as problem:
+            if problem.rule not in semantics.rejections:
+                return None
+            semantics = without(semantics, problem.rule)
+        except (IRError, SignatureError):
+            return None
+    else:
+        return None
+    gradients = [d for d in program.statements if isinstance(d, Define)
+                 and d.expansion is not None and d.node.dtype == "f32"]
+    if not gradients:
+        return None
+    taken = {s.target for s in statements if s.target}
+    slot = max(program.buffers, default=-1) + 1
+    lines = []
+    for k, d in enumerate(gradients):
+        name = f"%stored{k}"
+        while name in taken:
+            name += "_"
+        shape = ",".join(str(n) for n in d.node.shape)
+        lines += [f"{name} = buffer slot={slot + k} dtype=f32 shape=[{shape}]",
+                  f"store {name} {d.name}"]
+        inputs[slot + k] = np.zeros(d.node.shape, np.float32)
+    stored = Reading(reading.source.rstrip("\n") + "\n" + "\n".join(lines) + "\n",
+                     measure=False)
+    return (stored, inputs, ", its gradients stored") if stored.statements is not None \
+        else None
 
 
 def _program_strategy():
@@ -386,7 +477,9 @@ def _program_trial(key, label: str, reading: Reading, buffers, impl,
             return impl.build_only(reading.source)
         return impl.run_case(reading.source, buffers, reading.slots)
 
-    return Trial(key, label, reading.reaches, outcome, implementation)
+    unseen = rejected_as(reading) in RULES and \
+        (build_only or not stores_a_gradient(reading.statements or ()))
+    return Trial(key, label, reading.reaches, outcome, implementation, unseen)
 
 
 def _tape_trial(key, label: str, tape, impl) -> Trial:
