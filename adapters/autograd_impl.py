@@ -16,7 +16,7 @@ import autograd.numpy as anp
 import numpy as np
 from autograd.tracer import getval
 
-from gradient_conformance.adapters.kit import FunctionalFramework
+from gradient_conformance.adapters.kit import FRAMEWORK_CAPABILITIES, FunctionalFramework
 
 
 def _reduce(a, op, axes, keepdims):
@@ -31,8 +31,7 @@ OPS = {
     "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor,
     "cmplt": anp.less, "cmpne": anp.not_equal, "recip": anp.reciprocal, "exp2": anp.exp2,
     "log2": anp.log2, "sqrt": anp.sqrt, "sin": anp.sin, "where": anp.where, "detach": getval,
-    "reduce": _reduce,
-    "cast": lambda a, dtype: anp.array(a).astype(dtype),
+    "reduce": _reduce, "cast": lambda a, dtype: anp.array(a).astype(dtype),
     "bitcast": lambda a, dtype: getval(a).view(dtype),
     "expand": lambda a, shape: anp.broadcast_to(a, shape),
     "reshape": anp.reshape,
@@ -42,6 +41,8 @@ DTYPES = {"f32": np.float32, "i32": np.int32, "bool": np.bool_}
 
 class Autograd(FunctionalFramework):
     name, version = "autograd", importlib.metadata.version("autograd")
+    # "Can't differentiate w.r.t. type bool" is a TypeError: deliberate (impl-protocol.md).
+    capabilities = FRAMEWORK_CAPABILITIES | {"rejection": ["TypeError"]}
     ops, dtypes = OPS, DTYPES
 
     def tensor(self, array):

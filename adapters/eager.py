@@ -6,11 +6,12 @@ backend, statement by statement, as code written for that system would. Every nu
 every gradient is the system's own.
 
 - **Structure.** The IR's structure is checked by the reference, with every gradient stood in
-  for by `detach %x`: names, dtypes, shapes, scopes and calls. A system has no opinion on
-  these.
+  for by an f32 value of x's shape (`structure`): names, dtypes, shapes, scopes and calls. A
+  system has no opinion on these.
 - **Gradients.** Whether a gradient is accepted is left to the system. `build` runs the
-  program once on zeros, and whatever the system raises there is a rejection. The adapter
-  makes up no rejection of its own.
+  program once on zeros, and what the system raises there is a rejection, but for Python's
+  programming errors, which are crashes (`build_with`). The adapter makes up no rejection
+  of its own.
 - **Stores.** A store replaces the buffer's value out of place, so a gradient flows through
   memory wherever the system lets it.
 """
@@ -22,6 +23,7 @@ from typing import cast
 
 import numpy as np
 
+from gradient_conformance.conformance.transports.calling import CRASHES as PROGRAMMING_ERRORS
 from gradient_conformance.reference.builder import build_program
 from gradient_conformance.reference.interp import NUMPY_DTYPES
 from gradient_conformance.reference.syntax import Operand, Statement, parse
@@ -52,10 +54,26 @@ class IndexOutOfRange(IndexError):
 
 def structure(source: str) -> list[Statement]:
     """Parse `source` and check everything but gradient acceptance with the reference; the
-    statements as written."""
+    statements as written. Each gradient is stood in for by a value of what the spec says it
+    is, an f32 value of x's shape (`cast x dtype=f32`, of `load x` where x names a buffer),
+    so that no stand-in is refused where the system would have been asked: whether a loss
+    or an x is fit to differentiate is the system's to say (issue 53: `detach %x` of a
+    buffer x was the kit's rejection, not the system's)."""
     statements = parse(source)
-    stand_ins = [dataclasses.replace(s, op="detach", operands=s.operands[1:2])
-                 if s.op == "gradient" else s for s in statements]
+    buffers = {s.target for s in statements if s.op == "buffer"}
+    stand_ins: list[Statement] = []
+    for s in statements:
+        if s.op != "gradient" or len(s.operands) != 2:
+            stand_ins.append(s)
+            continue
+        x = s.operands[1]
+        if x.kind == "name" and x.text in buffers:
+            loaded = f"{x.text}.loaded"  # no name of the text can hold a dot
+            stand_ins.append(dataclasses.replace(s, target=loaded, op="load",
+                                                 operands=(x,), attrs=()))
+            x = Operand("name", loaded)
+        stand_ins.append(dataclasses.replace(s, op="cast", operands=(x,),
+                                             attrs=(("dtype", "f32"),)))
     build_program(stand_ins)
     return statements
 
@@ -253,8 +271,11 @@ class Program:
                 args = [self._value(o, env) for o in s.operands[1:]]
                 value = self._block(function, dict(zip(params, args, strict=True)), memory)
             elif s.op == "gradient":
-                value = b.gradient(self._value(s.operands[0], env),
-                                   self._value(s.operands[1], env))
+                # A buffer named as the loss or x is its contents, as code written for the
+                # system would pass them: what the system makes of that is its own answer.
+                y, x = (memory[o.text] if o.kind == "name" and o.text in self.slots
+                        else self._value(o, env) for o in s.operands)
+                value = b.gradient(y, x)
             else:
                 value = b.op(s.op, [self._value(o, env) for o in s.operands], dict(s.attrs))
             env[s.target] = value
@@ -290,12 +311,14 @@ def _i32(i: int):
 
 
 def build_with(source: str, backend: Backend, kind: type[Program] = Program, *,
-               fill: int = 0):
+               fill: int = 0, deliberate: tuple[str, ...] = ()):
     """The protocol's build for an adapter: check the structure, then run once on zeros, so
     that what the system refuses (a non-scalar loss, an integer x) is refused at build, as
     the protocol wants. An index out of range there is a run-time matter: it is not refused.
     `fill`: the value of every input element there instead (1, for a system whose integer
-    division traps: zeros would divide by zero)."""
+    division traps: zeros would divide by zero). `deliberate`: the classes of programming
+    error the system raises on purpose (CAPABILITIES["rejection"]); any other is re-raised
+    as the crash it is, never made a rejection."""
     program = kind(source, backend)
     zeros: dict[int, np.ndarray] = {slot: np.full(shape, fill, NUMPY_DTYPES[dtype])
              for slot, dtype, shape in program.slots.values()}
@@ -304,9 +327,15 @@ def build_with(source: str, backend: Backend, kind: type[Program] = Program, *,
     except IndexOutOfRange:
         pass
     except Exception as problem:
-        # The system refused the program (a TypeError of JAX's, a RuntimeError of
-        # PyTorch's): the kit's own rejection, so that it is not taken for a crash of the
-        # adapter (impl-protocol.md: a programming error raised from build is a crash).
+        if type(problem).__name__ in PROGRAMMING_ERRORS and \
+                type(problem).__module__ == "builtins" and \
+                type(problem).__name__ not in deliberate:
+            # Python's programming error (impl-protocol.md), the system's or the adapter's:
+            # a crash the suite reports as one, unless the adapter names the class as its
+            # system's deliberate answer (CAPABILITIES["rejection"]). The kit decides no
+            # rejection for the system (issue 53: an AttributeError passed two reject files).
+            raise
+        # The system refused the program (a RuntimeError of PyTorch's, say): its answer.
         raise Refused(f"{type(problem).__name__}: {problem}") from problem
     return program.run
 

@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gradient_conformance.adapters.kit import FunctionalFramework
+from gradient_conformance.adapters.kit import FRAMEWORK_CAPABILITIES, FunctionalFramework
 
 
 def _reduce(a, op, axes, keepdims):
@@ -42,6 +42,10 @@ DTYPES = {"f32": jnp.float32, "i32": jnp.int32, "bool": jnp.bool_}
 
 class Jax(FunctionalFramework):
     name, version = "jax", jax.__version__
+    # JAX refuses what it cannot differentiate with a TypeError ("Gradient only defined for
+    # scalar-output functions"; "grad requires real- or complex-valued inputs"): its
+    # deliberate answer, so named (impl-protocol.md).
+    capabilities = FRAMEWORK_CAPABILITIES | {"rejection": ["TypeError"]}
     ops, dtypes = OPS, DTYPES
 
     def tensor(self, array):

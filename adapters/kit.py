@@ -130,6 +130,8 @@ def _apply_op(f, name: str, values: list, attrs):
     if f.flat:
         return Lowering(f).op(name, values, attrs)
     if name not in f.ops:
+        # The adapter's omission (an op it has not declared unsupported): a crash, as every
+        # NotImplementedError from build is (impl-protocol.md), not the system's rejection.
         raise NotImplementedError(f"{f.name} has no {name} in its adapter's table")
     fn = f.ops[name]
     if name not in KEYWORD_OPS:
@@ -186,7 +188,9 @@ class _Common:
         its run returned."""
         traps = self.capabilities.get("integer_division_traps", False)
         # A framework is a Backend by duck typing: it gives what Backend's methods describe.
-        return build_with(source, cast(Backend, self), _Whole, fill=1 if traps else 0)
+        return build_with(source, cast(Backend, self), _Whole, fill=1 if traps else 0,
+                          deliberate=tuple(cast("list[str]",
+                                                self.capabilities.get("rejection", []))))
 
     # --- derived: override where your system has better -----------------------------------
 

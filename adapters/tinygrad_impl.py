@@ -18,7 +18,7 @@ import importlib.metadata
 from tinygrad import Tensor, dtypes
 from tinygrad.uop.ops import Ops
 
-from gradient_conformance.adapters.kit import Framework
+from gradient_conformance.adapters.kit import FRAMEWORK_CAPABILITIES, Framework
 
 ALU = {"add": Ops.ADD, "mul": Ops.MUL, "max": Ops.MAX, "idiv": Ops.CDIV, "mod": Ops.CMOD,
        "shl": Ops.SHL, "shr": Ops.SHR, "and": Ops.AND, "or": Ops.OR, "xor": Ops.XOR,
@@ -67,6 +67,10 @@ DTYPES = {"f32": dtypes.float32, "i32": dtypes.int32, "bool": dtypes.bool}
 
 class Tinygrad(Framework):
     name, version = "tinygrad", importlib.metadata.version("tinygrad")
+    # tinygrad refuses a non-scalar loss with an assert ("when no gradient is provided,
+    # backward must be called on a scalar tensor"): its deliberate answer, so named
+    # (impl-protocol.md); any other AssertionError is still a crash.
+    capabilities = FRAMEWORK_CAPABILITIES | {"rejection": ["AssertionError"]}
     ops, dtypes = OPS, DTYPES
 
     def tensor(self, array):

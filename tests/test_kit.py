@@ -61,7 +61,11 @@ store %out %g
 """
 
 
-def test_an_op_left_out_is_the_framework_s_rejection_saying_so():
+def test_an_op_left_out_is_a_crash_saying_so_not_a_rejection():
+    """An op the adapter's table leaves out, and its capabilities do not declare
+    unsupported, is the adapter's omission: a NotImplementedError, which the suite reports
+    as a crash (impl-protocol.md), never a rejection that would pass a check of rejections
+    without the system deciding anything (issue 53)."""
     module = on_the_kit("autograd_impl")
 
     without_sin = {k: v for k, v in module.OPS.items() if k != "sin"}
@@ -69,8 +73,7 @@ def test_an_op_left_out_is_the_framework_s_rejection_saying_so():
     class WithoutSin(type(module.FRAMEWORK)):
         ops = without_sin
 
-    # The kit's own rejection (a NotImplementedError would be a crash: impl-protocol.md).
-    with pytest.raises(Refused, match="autograd has no sin in its adapter's table"):
+    with pytest.raises(NotImplementedError, match="autograd has no sin in its adapter's table"):
         WithoutSin().build(LESSON)
     run = module.build(LESSON)  # the whole table: cos(0.5), by autograd
     out = run({0: np.array(0.5, np.float32), 1: np.zeros((), np.float32)})
@@ -97,6 +100,41 @@ store %out %g
                2: np.zeros((), np.float32)})
     assert out[1].tolist() == [0.0, 1.5, 0.0]
     assert float(out[2]) == 3.0
+
+
+def test_the_kit_decides_no_rejection_for_the_system():
+    """Issue 53. The structure check stands a gradient in by an f32 value of x's shape, so a
+    gradient against a buffer or of a buffer reaches the system, with the buffer's contents,
+    and what the system makes of it is its answer (`detach %in` was the kit's rejection of
+    reject/x_buffer.ir on six systems); and a programming error raised while the kit runs a
+    program at build is the crash it is, not a rejection (an AttributeError passed two reject
+    files), unless the adapter names its class as deliberate."""
+    from gradient_conformance.adapters.eager import structure
+    x_buffer = (ROOT / "cases" / "reject" / "x_buffer.ir").read_text()
+    loss_buffer = ("%in = buffer slot=0 dtype=f32 shape=[]\n%x = load %in\n"
+                   "%g = gradient %in %x\n")
+    for source in (x_buffer, loss_buffer):
+        structure(source)  # no IRError: the stand-ins are valid wherever x is
+    module = on_the_kit("autograd_impl")
+    for source in (x_buffer, loss_buffer):
+        try:
+            module.build(source)
+        except Refused as refused:  # the system's own answer, from the system's code
+            assert refused.__cause__ is not None and \
+                type(refused.__cause__).__module__.split(".")[0] != "gradient_conformance"
+
+    broken_ops = {**module.OPS, "mul": lambda a, b: a.no_such_attribute}
+
+    class Broken(type(module.FRAMEWORK)):
+        ops = broken_ops
+    with pytest.raises(AttributeError):
+        Broken().build(_with_mul(LESSON))
+    assert "TypeError" in module.CAPABILITIES["rejection"]  # autograd's, named
+
+
+def _with_mul(source: str) -> str:
+    """The lesson's program with a mul in it, for an op table whose mul is broken."""
+    return source.replace("%y = sin %x", "%y = mul %x %x")
 
 
 def test_the_readme_points_at_the_example_that_runs_and_says_its_size():
