@@ -23,8 +23,8 @@ from typing import cast
 
 import numpy as np
 
-from gradient_conformance.conformance.transports.calling import CRASHES as PROGRAMMING_ERRORS
 from gradient_conformance.reference.builder import build_program
+from gradient_conformance.reference.errors import PROGRAMMING_ERRORS
 from gradient_conformance.reference.interp import NUMPY_DTYPES
 from gradient_conformance.reference.syntax import Operand, Statement, parse
 

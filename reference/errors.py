@@ -17,6 +17,14 @@ IN_FUNCTION = "in-function"
 RULES = (LOSS_NOT_F32_SCALAR, X_NOT_F32, X_LITERAL, OPEN_RANGE, NO_RULE, IN_FUNCTION)
 
 
+# Python's programming errors: raised from an implementation's build, a crash, not a
+# rejection, unless the implementation names the class as deliberate
+# (CAPABILITIES["rejection"]; impl-protocol.md; SPEC.md, "The protocol").
+PROGRAMMING_ERRORS = frozenset({
+    "TypeError", "NameError", "AttributeError", "UnboundLocalError", "KeyError", "IndexError",
+    "RecursionError", "AssertionError", "ZeroDivisionError", "NotImplementedError"})
+
+
 class IRError(Exception):
     """Bad input: `line` is 1-based (0 when the error concerns the whole text), `token` is the
     text at fault, `message` says what is wrong and what was expected."""

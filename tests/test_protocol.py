@@ -41,3 +41,11 @@ def test_wrong_buffers_are_a_clear_run_error(buffers, message):
 def test_capabilities_claim_everything():
     assert reference.CAPABILITIES["unsupported"] == []
     assert reference.CAPABILITIES["bit_exact_gradients"] is True
+
+
+def test_the_implementation_s_process_knows_the_programming_errors_the_reference_names():
+    """calling.py runs beside the implementation and imports nothing of the package, so it
+    writes the list of Python's programming errors out; the kit reads reference/errors.py's."""
+    from gradient_conformance.conformance.transports.calling import CRASHES
+    from gradient_conformance.reference.errors import PROGRAMMING_ERRORS
+    assert CRASHES == PROGRAMMING_ERRORS

@@ -144,6 +144,9 @@ def load_problem(spec: str, problem: BaseException) -> str:
 # Python's programming errors: raised from build, a crash, not a rejection, unless the
 # implementation names the class as deliberate (CAPABILITIES["rejection"];
 # impl-protocol.md; SPEC.md, "The protocol"). RecursionError is a failure of its own above.
+# reference/errors.py's PROGRAMMING_ERRORS, written out: this module runs in the
+# implementation's process and imports nothing of the package (tests/test_protocol.py
+# keeps the two equal).
 CRASHES = frozenset({"TypeError", "NameError", "AttributeError", "UnboundLocalError",
                      "KeyError", "IndexError", "RecursionError", "AssertionError",
                      "ZeroDivisionError", "NotImplementedError"})
