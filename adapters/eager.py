@@ -6,8 +6,8 @@ backend, statement by statement, as code written for that system would. Every nu
 every gradient is the system's own.
 
 - **Structure.** The IR's structure is checked by the reference, with every gradient stood in
-  for by an f32 value of x's shape (`structure`): names, dtypes, shapes, scopes and calls. A
-  system has no opinion on these.
+  for by a value of x's shape and dtype (`structure`): names, dtypes, shapes, scopes and
+  calls. A system has no opinion on these.
 - **Gradients.** Whether a gradient is accepted is left to the system. `build` runs the
   program once on zeros, and what the system raises there is a rejection, but for Python's
   programming errors, which are crashes (`build_with`). The adapter makes up no rejection
@@ -23,7 +23,7 @@ from typing import cast
 
 import numpy as np
 
-from gradient_conformance.reference.builder import build_program
+from gradient_conformance.reference.builder import build_program, gradients_stood_in
 from gradient_conformance.reference.errors import PROGRAMMING_ERRORS
 from gradient_conformance.reference.interp import NUMPY_DTYPES
 from gradient_conformance.reference.syntax import Operand, Statement, parse
@@ -53,28 +53,12 @@ class IndexOutOfRange(IndexError):
 
 
 def structure(source: str) -> list[Statement]:
-    """Parse `source` and check everything but gradient acceptance with the reference; the
-    statements as written. Each gradient is stood in for by a value of what the spec says it
-    is, an f32 value of x's shape (`cast x dtype=f32`, of `load x` where x names a buffer),
-    so that no stand-in is refused where the system would have been asked: whether a loss
-    or an x is fit to differentiate is the system's to say (issue 53: `detach %x` of a
-    buffer x was the kit's rejection, not the system's)."""
+    """Parse `source` and check everything but gradient acceptance with the reference, each
+    gradient stood in for by a statement that decides nothing of it (`gradients_stood_in`:
+    issue 53, `detach %x` of a buffer x was the kit's rejection, not the system's); the
+    statements as written."""
     statements = parse(source)
-    buffers = {s.target for s in statements if s.op == "buffer"}
-    stand_ins: list[Statement] = []
-    for s in statements:
-        if s.op != "gradient" or len(s.operands) != 2:
-            stand_ins.append(s)
-            continue
-        x = s.operands[1]
-        if x.kind == "name" and x.text in buffers:
-            loaded = f"{x.text}.loaded"  # no name of the text can hold a dot
-            stand_ins.append(dataclasses.replace(s, target=loaded, op="load",
-                                                 operands=(x,), attrs=()))
-            x = Operand("name", loaded)
-        stand_ins.append(dataclasses.replace(s, op="cast", operands=(x,),
-                                             attrs=(("dtype", "f32"),)))
-    build_program(stand_ins)
+    build_program(gradients_stood_in(statements))
     return statements
 
 

@@ -95,7 +95,10 @@ class Program {
         const inner = new Map(f.params.map((p, k) => [`${p}:${f.line}`, this.value(operands[k + 1], env)]));
         value = this.block(f.body, inner, memory);
       } else if (st.op === 'gradient') {
-        const [y, x] = operands.map((o) => this.value(o, env));
+        // A buffer named as the loss or x is its contents, as code written for the system
+        // would pass them: what the system makes of that is its own answer.
+        const [y, x] = operands.map((o) => ('buffer' in o
+          ? memory.get(this.buffer(o).name) : this.value(o, env)));
         value = new Value(this.grad(y, x, x.value), 'gradient', [x], { y, x });
       } else {
         value = this.make(st.op, operands.map((o) => this.value(o, env)), info);

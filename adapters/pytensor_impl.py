@@ -34,7 +34,10 @@ OPS = {
     "reshape": lambda a, shape: pt.reshape(a, shape, ndim=len(shape)),
 }
 DTYPES = {"f32": "float32", "i32": "int32", "bool": "bool"}
-CAPABILITIES = {**FRAMEWORK_CAPABILITIES, "unsupported": ["shl", "shr", "idiv", "bitcast"]}
+# pytensor.grad refuses a loss that is not a scalar with TypeError("cost must be a scalar."),
+# its deliberate answer, so named (impl-protocol.md).
+CAPABILITIES = {**FRAMEWORK_CAPABILITIES, "unsupported": ["shl", "shr", "idiv", "bitcast"],
+                "rejection": ["TypeError"]}
 
 
 class PyTensor(Framework):

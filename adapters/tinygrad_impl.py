@@ -18,7 +18,7 @@ import importlib.metadata
 from tinygrad import Tensor, dtypes
 from tinygrad.uop.ops import Ops
 
-from gradient_conformance.adapters.kit import FRAMEWORK_CAPABILITIES, Framework
+from gradient_conformance.adapters.kit import Framework
 
 ALU = {"add": Ops.ADD, "mul": Ops.MUL, "max": Ops.MAX, "idiv": Ops.CDIV, "mod": Ops.CMOD,
        "shl": Ops.SHL, "shr": Ops.SHR, "and": Ops.AND, "or": Ops.OR, "xor": Ops.XOR,
@@ -67,10 +67,6 @@ DTYPES = {"f32": dtypes.float32, "i32": dtypes.int32, "bool": dtypes.bool}
 
 class Tinygrad(Framework):
     name, version = "tinygrad", importlib.metadata.version("tinygrad")
-    # tinygrad refuses a non-scalar loss with an assert ("when no gradient is provided,
-    # backward must be called on a scalar tensor"): its deliberate answer, so named
-    # (impl-protocol.md); any other AssertionError is still a crash.
-    capabilities = FRAMEWORK_CAPABILITIES | {"rejection": ["AssertionError"]}
     ops, dtypes = OPS, DTYPES
 
     def tensor(self, array):
@@ -80,8 +76,19 @@ class Tinygrad(Framework):
         return value.numpy()
 
     def grad(self, y, x):
-        (g,) = y.gradient(x)
+        try:
+            (g,) = y.gradient(x)
+        except AssertionError as refused:
+            # tinygrad refuses a loss that is not a scalar with an assert: that one is its
+            # deliberate answer; any other AssertionError stays the crash it is.
+            if "must be called on a scalar tensor" in str(refused):
+                raise NotAScalar(str(refused)) from refused
+            raise
         return g
+
+
+class NotAScalar(Exception):
+    """tinygrad's refusal of a loss that is not a scalar (an assert in tinygrad)."""
 
 
 FRAMEWORK = Tinygrad()

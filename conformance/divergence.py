@@ -56,7 +56,8 @@ def _describe_program(check: str, test_id: str, finding: Finding,
     statements = reading.statements or []
     program, _, stored, listed = _read_cone(case, want, elements)
     gradients = {s.line for s in statements if s.op == "gradient"}
-    highlight = sorted(gradients if finding.rule is not None else stored)
+    # A rejection is about its gradients (reports/terminal.py says so over the program).
+    highlight = sorted(gradients if want.status == "rejected" else stored)
     trace = expanded = ""
     if program is not None and gradients and want.status == "ok":
         trace, expanded = format_trace(program), format_expanded(program)

@@ -172,18 +172,48 @@ def hash_consed_gradients(program: Program) -> list[Define]:
             and made_by_gradient(program, s.expansion.x) is not None]
 
 
-def stores_a_gradient(statements) -> bool:
-    """Whether a program stores a value computed from a gradient statement, read from its
-    text (a program the spec rejects has no graph to ask): where a variant that accepts a
-    rejected gradient says what it computes, not only that it accepts."""
-    made: set[str] = set()
+def stores_a_gradient(statements, line: int | None = None) -> bool:
+    """Whether a program stores a value computed from a gradient statement (the one at
+    `line`, if given), read from its text, since a program the spec rejects has no graph to
+    ask: where a variant that accepts a rejected gradient says what it computes, not only
+    that it accepts. Names are scoped as ir.md scopes them (a function body's are its own),
+    and a call's result is computed from a gradient when the function returns a value that
+    is, or when an argument is."""
+    scopes: list[set[str]] = [set()]  # the names computed from the gradient, per scope
+    returns: set[str] = set()  # the functions whose result is computed from it
+    function = []  # the function whose body this is, innermost last
     for s in statements:
         uses = {o.text for o in s.operands if o.kind == "name"}
+        made = scopes[-1]
+        if s.op == "def":
+            scopes.append(set())
+            function.append(s.operands[0].text if s.operands else "")
+            continue
+        if s.op == "end" and s.operands and s.operands[0].kind == "func" and function:
+            scopes.pop()
+            function.pop()
+            continue
+        if s.op == "return":
+            if uses & made and function:
+                returns.add(function[-1])
+            continue
         if s.op == "store" and uses & made:
             return True
-        if s.target is not None and (s.op == "gradient" or uses & made):
+        called = s.op == "call" and s.operands and s.operands[0].text in returns
+        if s.target is not None and (uses & made or called or (
+                s.op == "gradient" and (line is None or s.line == line))):
             made.add(s.target)
     return False
+
+
+def rejected_line(reading: Reading) -> int | None:
+    """The line of the gradient the reference rejects the program for, if a gradient rule
+    rejects it."""
+    try:
+        reading.program()
+    except IRError as problem:
+        return problem.line if getattr(problem, "rule", None) else None
+    return None
 
 
 def rejected_as(reading: Reading) -> str:

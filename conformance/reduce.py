@@ -29,7 +29,12 @@ from dataclasses import dataclass
 from gradient_conformance.conformance.divergence import subject
 from gradient_conformance.conformance.findings import Finding, ProgramCase, TapeCase
 from gradient_conformance.conformance.outcome import compare
-from gradient_conformance.conformance.readings import Reading, rejected_as, stores_a_gradient
+from gradient_conformance.conformance.readings import (
+    Reading,
+    rejected_as,
+    rejected_line,
+    stores_a_gradient,
+)
 from gradient_conformance.conformance.running import claimed, traps
 from gradient_conformance.conformance.transports.loading import Abandoned
 from gradient_conformance.reference.conditions import without
@@ -116,15 +121,17 @@ def reduce_finding(finding: Finding, impl, *, runs: int = RUNS,
 def _other_problems(reading: Reading, rule: str) -> frozenset[str]:
     """What else rejects the program once `rule` is lifted, and each rule found after it is
     lifted in turn (as conditions.rebuilt builds a rejected program): a gradient rule by its
-    code, any other problem by its kind and message. A graph that refuses the
-    lifted gradient (with x-literal lifted, a literal beside a vector gets shares of the
-    vector's shape) breaks no rule of the spec, and adds nothing."""
+    code, any other problem by its kind and message; and a graph that refuses the lifted
+    gradient (with x-literal lifted, a literal beside a vector gets shares of the vector's
+    shape), which breaks no rule of the spec but leaves no variant able to say what the
+    gradient is."""
     problems: set[str] = set()
     semantics = without(SPEC, rule)
     for _ in range(len(SPEC.rejections) + 1):
         try:
             reading.program(semantics)
         except SignatureError:
+            problems.add("no graph holds its gradient with the rule lifted")
             break
         except IRError as problem:
             lifted = getattr(problem, "rule", None)
@@ -166,7 +173,8 @@ class _Search:
         self.problems = _other_problems(original, finding.rule) \
             if finding.rule not in (None, "any") and original.statements is not None else None
         self.keeps_gradient = finding.rule not in (None, "any") and got.status == "ok" \
-            and bool(got.buffers) and stores_a_gradient(original.statements or [])
+            and bool(got.buffers) and \
+            stores_a_gradient(original.statements or [], rejected_line(original))
         if self.keeps_gradient:
             self.build_only = False  # the stored values are compared, so the program is run
         difference = finding.difference or compare(finding.want, got, ulps=finding.ulps)
@@ -223,7 +231,8 @@ class _Search:
                 (more := _other_problems(reading, finding.rule) - self.problems):
             return self._not(f"with {finding.rule} lifted, it is still rejected ("
                              f"{'; '.join(sorted(more))}), as the program found is not")
-        if self.keeps_gradient and not stores_a_gradient(reading.statements or []):
+        if self.keeps_gradient and \
+                not stores_a_gradient(reading.statements or [], rejected_line(reading)):
             return self._not("it stores no value made by the gradient")
         try:
             trapping = traps(self.impl, reading, buffers)

@@ -8,7 +8,7 @@ naming the line and the token.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from . import errors, gradient
 from .errors import BeyondLimit, BuildError, GradientError
@@ -23,6 +23,40 @@ _EFFECT_OPS = ("store", "end", "return", "def")
 
 
 # --- the builder ----------------------------------------------------------------------------
+
+
+def gradients_stood_in(statements: list[Statement]) -> list[Statement]:
+    """The statements with each `gradient y x` stood in for by a statement that decides
+    nothing of the gradient: `detach x` (`load x` where x names a buffer), a value of x's
+    shape and dtype, as the gradient is; and beside it `detach y` (`load y`), so that the
+    loss's name and scope are checked too. Where the structure of a program is checked
+    apart from gradient acceptance (the adapter kit, the JSON form): whether a loss or an x
+    is fit to differentiate is left to whoever differentiates. A helper statement's name,
+    "%g loss", has a space, which no name of a program can (ir.md)."""
+    out: list[Statement] = []
+    buffers = {s.target for s in statements if s.op == "buffer"}
+    depth = 0  # in a function body no buffer is visible, and a name is a parameter's
+    for s in statements:
+        depth += (s.op == "def") - (s.op == "end" and depth > 0 and _closes_def(s))
+        if s.op != "gradient" or len(s.operands) != 2 or s.target is None:
+            out.append(s)
+            continue
+        visible = buffers if depth == 0 else set()
+        y, x = s.operands
+        out.append(replace(s, target=f"{s.target} loss", op=_reading(y, visible),
+                           operands=(y,), attrs=()))
+        out.append(replace(s, op=_reading(x, visible), operands=(x,), attrs=()))
+    return out
+
+
+def _reading(o: Operand, buffers: set) -> str:
+    """The op that reads `o` as a value: `load` of a buffer, `detach` of anything else."""
+    return "load" if o.kind == "name" and o.text in buffers else "detach"
+
+
+def _closes_def(s: Statement) -> bool:
+    """Whether an `end` closes a function (`end @f`) rather than a range (`end %i`)."""
+    return bool(s.operands) and s.operands[0].kind == "func"
 
 
 def build_program(statements: list[Statement], semantics: Semantics = SPEC) -> Program:

@@ -10,19 +10,19 @@ A statement is `{"line", "op", "target"?, "operands", "attrs", "dtype"?, "shape"
 range also has `"count"` and `"body"`. `dtype` and `shape` are its value's, where it has one
 (in a function body, where every call gives it the same). An operand is one of
 `{"name": "%x", "line": N}` (the line that defined the value it names, in its scope),
-`{"buffer": "%a"}`, `{"function": "@f"}`, or `{"literal": BITS, "dtype": D}`, its bits as
-the protocol carries buffers' (the f32 rounded by the reference, ties to even). A program
-the reference's structure check refuses is `{"error": "line N: ..."}`; a `gradient` is
-checked as if it were `detach` of its x, since whether one is accepted is the
-implementation's to say.
+`{"buffer": "%a"}` (a load's or store's buffer, or a buffer a `gradient` names as its loss
+or x), `{"function": "@f"}`, or `{"literal": BITS, "dtype": D}`, its bits as the protocol
+carries buffers' (the f32 rounded by the reference, ties to even). A program the
+reference's structure check refuses is `{"error": "line N: ..."}`; a `gradient` is checked
+with its loss and x read as values and nothing decided of it (builder.gradients_stood_in),
+since whether one is accepted is the implementation's to say.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from typing import cast
 
-from .builder import build_program
+from .builder import build_program, gradients_stood_in
 from .errors import IRError
 from .program import Define, walk
 from .syntax import Operand, Statement, parse
@@ -32,16 +32,15 @@ def program_json(source: str) -> dict:
     """The program in `source` as JSON (the module docstring), or {"error": ...}."""
     try:
         statements = parse(source)
-        stand_ins = [dataclasses.replace(s, op="detach", operands=s.operands[1:2])
-                     if s.op == "gradient" else s for s in statements]
-        program = build_program(stand_ins)
+        program = build_program(gradients_stood_in(statements))
     except IRError as problem:
         return {"error": str(problem)}
     types: dict[int, set] = {}
     defines = [s for s in walk(program.statements) if isinstance(s, Define)]
     defines += [d for i in program.calls.values() for d in i.statements]
     for d in defines:
-        types.setdefault(d.line, set()).add((d.node.dtype, d.node.shape))
+        if " " not in d.name:  # a stand-in's helper (gradients_stood_in) is no statement
+            types.setdefault(d.line, set()).add((d.node.dtype, d.node.shape))
     return _Writer(types).program(statements)
 
 
@@ -109,6 +108,9 @@ class _Writer:
             return {"literal": _bits(o), "dtype": o.kind}
         if n == 0 and s.op in ("load", "store"):
             return {"buffer": o.text}
+        if s.op == "gradient" and not any(o.text in scope for scope in scopes[1:]) and \
+                any(b["name"] == o.text for b in self.buffers):
+            return {"buffer": o.text}  # a buffer as the loss or x: the system says what then
         line = next((scope[o.text] for scope in reversed(scopes) if o.text in scope), 0)
         return {"name": o.text, "line": line}
 

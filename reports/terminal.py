@@ -37,7 +37,7 @@ def terminal_text(d: Divergence) -> str:
             # A missed rejection marks its gradients (divergence.py), any other divergence
             # the stores of the first differing slot.
             marks = "are the gradients the spec rejects" if d.expected_status == "rejected" \
-                and d.actual_status != "rejected" else "store the first differing slot"
+                else "store the first differing slot"
             out.append("--- the program" + (f" (lines marked > {marks})" if marked else "")
                        + " ---")
             out += [f"{'>' if k in marked else ' '}{k:4}  {cut(line)}"

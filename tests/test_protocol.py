@@ -49,3 +49,29 @@ def test_the_implementation_s_process_knows_the_programming_errors_the_reference
     from gradient_conformance.conformance.transports.calling import CRASHES
     from gradient_conformance.reference.errors import PROGRAMMING_ERRORS
     assert CRASHES == PROGRAMMING_ERRORS
+
+
+def test_a_crash_is_placed_at_the_implementation_s_own_line(tmp_path, monkeypatch):
+    """Issue 53, from a student's draft: a bitcast bug in their code was placed at numpy's
+    `_stride_tricks_impl.py`. The place of a crash is the innermost line of the
+    implementation's own code, which crash causes group by; the line that raised is said
+    before it."""
+    import importlib
+    import sys
+
+    import numpy as np
+
+    from gradient_conformance.conformance.transports.calling import describe
+    from gradient_conformance.reports.records import _RAISED
+    (tmp_path / "student_draft.py").write_text(
+        "import numpy as np\n\n\ndef spread(a):\n    return np.broadcast_to(a, (2, 3))\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    draft = importlib.import_module("student_draft")
+    try:
+        draft.spread(np.zeros(4))
+    except ValueError as problem:
+        said = describe(problem)
+    sys.modules.pop("student_draft", None)
+    found = _RAISED.fullmatch(said)
+    assert found and found.group(3) == f"{tmp_path / 'student_draft.py'}:5", said
+    assert "(raised in " in said and "numpy" in said.split("(raised in ")[1], said

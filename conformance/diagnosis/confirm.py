@@ -44,6 +44,7 @@ from gradient_conformance.conformance.outcome import Outcome, compare
 from gradient_conformance.conformance.readings import (
     Reading,
     rejected_as,
+    rejected_line,
     stores_a_gradient,
 )
 from gradient_conformance.conformance.running import trapped_by, unsupported_by
@@ -345,7 +346,7 @@ def _sources(finding: Finding, impl, library: CaseFiles, deadline: float) -> lis
     sources = []
     rejection = finding.rule in RULES
     # A missed rejection whose program stores nothing of its gradient is tried with the
-    # gradient stored (gradients_stored), and run whole: what the implementation computes
+    # gradient stored (gradients_shown), and run whole: what the implementation computes
     # there is the evidence a variant needs, not only that it accepted.
     shown = gradients_shown(case.reading, case.buffers) if rejection else None
     stored = shown is not None and shown[2] != ""
@@ -365,7 +366,7 @@ def _sources(finding: Finding, impl, library: CaseFiles, deadline: float) -> lis
             mode = draw(st.sampled_from(("anything", "smooth")))
             return fill(draw, statements, mode=mode).buffers
         again = Reading(reading.source, statements, measure=False)
-        label = "other inputs of the found program" + (", its gradients stored" * stored)
+        label = "other inputs of the found program" + (", its gradient stored" * stored)
         sources.append(_Source(_drawn_into(
             refilled(), deadline,
             lambda k, buffers: trial(None, label, again, buffers, False)), shared=False))
@@ -393,21 +394,25 @@ def _sources(finding: Finding, impl, library: CaseFiles, deadline: float) -> lis
 
 
 def gradients_shown(reading: Reading, buffers: dict) -> tuple[Reading, dict, str] | None:
-    """A program the spec rejects by a gradient rule, made to show what its gradients are:
-    where it stores nothing computed from them, each top-level gradient is stored into a
-    buffer of its own (zeros to start), so that a variant that accepts the gradient says
-    what it computes and the implementation's values are compared with the variant's. Its
-    inputs with those buffers added, and with a slot of f32 zeros (what a case file gives a
-    slot it says nothing of, at which most gradients are zero for every variant alike) at
-    0.75 instead. With how it was changed ("" for inputs only); None for any other program,
-    or one no lifted rule builds, or one whose gradient nothing could store."""
+    """A program the spec rejects by a gradient rule, made to show what the rejected gradient
+    is: where nothing computed from it is stored, it is stored into a buffer of its own
+    (zeros to start; where it is a statement of the top level), so that a variant that
+    accepts it says what it computes and the implementation's values are compared with the
+    variant's. Its inputs with that buffer added, and with a slot of f32 zeros (what a case
+    file gives a slot it says nothing of, at which most gradients are zero for every variant
+    alike) at 0.75 instead. With how it was changed, for its label ("" for neither); None
+    for any other program, one no lifted rule builds, or one whose gradient no top-level
+    store can reach."""
     statements = reading.statements
     if statements is None or rejected_as(reading) not in RULES:
         return None
     inputs = {s: np.full_like(a, 0.75) if a.dtype == np.float32 and a.size and not a.any()
               else a for s, a in buffers.items()}
-    if stores_a_gradient(statements):
-        return reading, inputs, ""
+    changed = ", its zeros at 0.75" if any(inputs[s] is not a for s, a in buffers.items()) \
+        else ""
+    line = rejected_line(reading)
+    if stores_a_gradient(statements, line):
+        return reading, inputs, changed
     semantics = SPEC
     for _ in range(len(RULES) + 1):
         try:
@@ -421,7 +426,8 @@ def gradients_shown(reading: Reading, buffers: dict) -> tuple[Reading, dict, str
             return None
     else:
         return None
-    gradients = [d for d in program.statements if isinstance(d, Define)
+    # The rejected gradient, where a store can reach it: a statement of the top level.
+    gradients = [d for d in program.statements if isinstance(d, Define) and d.line == line
                  and d.expansion is not None and d.node.dtype == "f32"]
     if not gradients:
         return None
@@ -438,8 +444,8 @@ def gradients_shown(reading: Reading, buffers: dict) -> tuple[Reading, dict, str
         inputs[slot + k] = np.zeros(d.node.shape, np.float32)
     stored = Reading(reading.source.rstrip("\n") + "\n" + "\n".join(lines) + "\n",
                      measure=False)
-    return (stored, inputs, ", its gradients stored") if stored.statements is not None \
-        else None
+    return (stored, inputs, f", its gradient stored{changed}") \
+        if stored.statements is not None else None
 
 
 def _program_strategy():
@@ -478,7 +484,7 @@ def _program_trial(key, label: str, reading: Reading, buffers, impl,
         return impl.run_case(reading.source, buffers, reading.slots)
 
     unseen = rejected_as(reading) in RULES and \
-        (build_only or not stores_a_gradient(reading.statements or ()))
+        (build_only or not stores_a_gradient(reading.statements or (), rejected_line(reading)))
     return Trial(key, label, reading.reaches, outcome, implementation, unseen)
 
 

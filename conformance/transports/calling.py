@@ -23,6 +23,7 @@ import numbers
 import pathlib
 import re
 import sys
+import sysconfig
 import traceback
 from dataclasses import dataclass
 
@@ -59,14 +60,42 @@ def bounded(text: str, limit: int = MESSAGE_LIMIT) -> str:
 
 
 def describe(problem: BaseException) -> str:
-    """`Type: message (file:line)`, the line being where it was raised; bounded."""
+    """`Type: message (file:line)`, the line being the innermost of the implementation's
+    own code (`own`) that the exception went through: the student's line that called numpy
+    wrongly, not numpy's line that raised (said before it, "raised in file:line"); the
+    innermost line of all where none is the implementation's own. Bounded, the place kept."""
     try:
         text = str(problem)
     except Exception as inner:  # noqa: BLE001 - an exception whose __str__ raises
         text = f"<its message could not be read: {type(inner).__name__}>"
     frames = traceback.extract_tb(problem.__traceback__) if problem.__traceback__ else []
-    where = f" ({frames[-1].filename}:{frames[-1].lineno})" if frames else ""
-    return bounded(f"{type(problem).__name__}: {bounded(text)}{where}")
+    mine = [f for f in frames if own(f.filename)]
+    where = ""
+    if frames:
+        at = mine[-1] if mine else frames[-1]
+        where = f" ({at.filename}:{at.lineno})"
+        if at is not frames[-1]:
+            where = f" (raised in {frames[-1].filename}:{frames[-1].lineno}){where}"
+    return f"{bounded(f'{type(problem).__name__}: {bounded(text)}')}{where}"
+
+
+# Where code that is not the implementation's lives: the standard library, installed
+# packages, and this module (it runs the implementation's calls).
+_NOT_OWN = tuple(dict.fromkeys(
+    str(pathlib.Path(p).resolve()) for key in ("stdlib", "platstdlib", "purelib", "platlib")
+    if (p := sysconfig.get_paths().get(key))))
+_HERE = str(pathlib.Path(__file__).resolve().parent)
+
+
+def own(filename: str) -> bool:
+    """Whether `filename` is the implementation's own code: a real file outside the standard
+    library, the installed packages (site-packages, dist-packages) and this module's folder."""
+    if filename.startswith("<"):  # <frozen ...>, <string>
+        return False
+    path = str(pathlib.Path(filename).resolve())
+    parts = pathlib.Path(path).parts
+    return not ("site-packages" in parts or "dist-packages" in parts
+                or path.startswith((*_NOT_OWN, _HERE)))
 
 
 def is_index_error(problem: BaseException) -> bool:
