@@ -245,9 +245,11 @@ def divergence_from_dict(data) -> Divergence:
 
 
 # An exception the implementation raised, as the suite describes it (transports/calling.py,
-# `describe`): `Type: message (file:line)`, after "rejected by a crash: " for one from build.
-_RAISED = re.compile(r"(?:rejected by a crash: )?([A-Za-z_][\w.]*): (.*) \(([^()\n]+:\d+)\)",
-                     re.S)
+# `describe`): `Type: message (file:line)`, after "rejected by a crash: " for one from build,
+# "it raised " for one that is no Exception, "it ran out of recursion depth: " for a
+# RecursionError (issue 53: a RecursionError was counted among "no crash").
+_RAISED = re.compile(r"(?:rejected by a crash: |it raised |it ran out of recursion depth: )?"
+                     r"([A-Za-z_][\w.]*): (.*) \(([^()\n]+:\d+)\)", re.S)
 
 
 def crash_cause(d: Divergence) -> tuple[str, str, str] | None:

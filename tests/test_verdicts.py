@@ -372,6 +372,14 @@ def test_crashes_are_causes_of_their_own_in_the_verdict_and_the_report():
     assert [(e["says"], e["divergences"]) for e in summary] == [
         ("TypeError at my.py:5 (bad)", [1, 2]), ("TypeError at my.py:9 (bad)", [3]),
         ("no known variant reproduces these", [4])]
+    # A RecursionError is said as running out of depth, and is a crash all the same (issue
+    # 53: a student's recursion was counted among the divergences "and no crash").
+    deep = Divergence(check="c", test_id="r", summary="s", actual_status="failure",
+                      actual_message="it ran out of recursion depth: RecursionError: maximum "
+                      "recursion depth exceeded (my.py:12)", diagnosis={"variants": []})
+    lines = verdict_lines([deep])
+    assert lines == ["1 divergence: RecursionError at my.py:12 (maximum recursion depth "
+                     "exceeded)"], lines
 
 
 def test_the_lines_about_a_divergence_agree_with_each_other_and_the_case():
