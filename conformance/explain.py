@@ -212,8 +212,8 @@ def verdict_lines(divergences, shown: int = 3) -> list[str]:
             for pair in (d.diagnosis or {}).get("pairs", [])[:1]:
                 named = [n["name"] for n in pair if isinstance(n, dict) and
                          isinstance(n.get("name"), str)]
-                if len(named) == 2:
-                    pairs[" and ".join(named)] += 1
+                if len(named) == 2:  # one pair whichever order a diagnosis gave it in
+                    pairs[" and ".join(sorted(named))] += 1
     for both, count in pairs.most_common(shown):
         lines.append(f"{both} together explain {count} of {total} divergences that no "
                      "variant explains alone")
