@@ -41,7 +41,7 @@ DTYPES = {"f32": np.float32, "i32": np.int32, "bool": np.bool_}
 
 class Autograd(FunctionalFramework):
     name, version = "autograd", importlib.metadata.version("autograd")
-    # "Can't differentiate w.r.t. type bool" is a TypeError: deliberate (impl-protocol.md).
+    # autograd refuses with TypeErrors ("Grad only applies to real scalar-output functions").
     capabilities = FRAMEWORK_CAPABILITIES | {"rejection": ["TypeError"]}
     ops, dtypes = OPS, DTYPES
 
