@@ -22,6 +22,7 @@ import numpy as np
 
 from gradient_conformance.conformance.findings import Finding, ProgramCase, TapeCase
 from gradient_conformance.conformance.outcome import Outcome, compare
+from gradient_conformance.conformance.readings import rejected_as
 from gradient_conformance.reference import cases, exact
 from gradient_conformance.reference.errors import IRError
 from gradient_conformance.reference.ops import FEATURES, feature
@@ -64,7 +65,9 @@ def _describe_program(check: str, test_id: str, finding: Finding,
     case_text = cases.format_case(
         reading.source, inputs=case.buffers, slots=reading.slots,
         outputs=want.buffers if want.status == "ok" else None,
-        error="any" if want.status == "rejected" else None,
+        # The kind the reference rejects it by, kept (issue 53: a saved case said only
+        # "#: error" where its file said "#: error invalid").
+        error=(rejected_as(reading) or "any") if want.status == "rejected" else None,
         run_error=want.status == "run-error",
         comments=[f"divergence found by {check}: {finding.summary}",
                   f"signature: {check} / {finding.rule or '+'.join(listed)} / {kind}",

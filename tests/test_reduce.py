@@ -176,4 +176,6 @@ def test_missed_rejections_are_reduced_and_explained_without_the_stage_failing(t
         assert "buffer, a handle and not a value" not in d["case_text"], d["case_text"]
         reading = readings.Reading(d["source"])
         assert readings.rejected_as(reading) == d["signature"][1], d["source"]
+        # The saved case keeps the kind it is rejected by.
+        assert f"#: error {d['signature'][1]}\n" in d["case_text"], d["case_text"]
         assert "confirmed on" not in d["diagnosis_line"], d["diagnosis_line"]
