@@ -295,14 +295,14 @@ def _i32(i: int):
 
 
 def build_with(source: str, backend: Backend, kind: type[Program] = Program, *,
-               fill: int = 0, deliberate: tuple[str, ...] = ()):
+               fill: int = 0):
     """The protocol's build for an adapter: check the structure, then run once on zeros, so
     that what the system refuses (a non-scalar loss, an integer x) is refused at build, as
     the protocol wants. An index out of range there is a run-time matter: it is not refused.
     `fill`: the value of every input element there instead (1, for a system whose integer
-    division traps: zeros would divide by zero). `deliberate`: the classes of programming
-    error the system raises on purpose (CAPABILITIES["rejection"]); any other is re-raised
-    as the crash it is, never made a rejection."""
+    division traps: zeros would divide by zero). A programming error is raised as it is:
+    the suite judges it against the adapter's CAPABILITIES["rejection"] as it judges any
+    implementation's."""
     program = kind(source, backend)
     zeros: dict[int, np.ndarray] = {slot: np.full(shape, fill, NUMPY_DTYPES[dtype])
              for slot, dtype, shape in program.slots.values()}
@@ -312,12 +312,12 @@ def build_with(source: str, backend: Backend, kind: type[Program] = Program, *,
         pass
     except Exception as problem:
         if type(problem).__name__ in PROGRAMMING_ERRORS and \
-                type(problem).__module__ == "builtins" and \
-                type(problem).__name__ not in deliberate:
-            # Python's programming error (impl-protocol.md), the system's or the adapter's:
-            # a crash the suite reports as one, unless the adapter names the class as its
-            # system's deliberate answer (CAPABILITIES["rejection"]). The kit decides no
-            # rejection for the system (issue 53: an AttributeError passed two reject files).
+                type(problem).__module__ == "builtins":
+            # Python's programming error (impl-protocol.md), the system's or the adapter's,
+            # left as it is: a crash, unless the adapter's CAPABILITIES["rejection"] names
+            # the class as its system's deliberate answer, which the suite reads (calling.py,
+            # loading.py). Wrapped, it would be the kit's rejection (issue 53: an
+            # AttributeError passed two reject files).
             raise
         # The system refused the program (a RuntimeError of PyTorch's, say): its answer.
         raise Refused(f"{type(problem).__name__}: {problem}") from problem

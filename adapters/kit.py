@@ -188,9 +188,7 @@ class _Common:
         its run returned."""
         traps = self.capabilities.get("integer_division_traps", False)
         # A framework is a Backend by duck typing: it gives what Backend's methods describe.
-        return build_with(source, cast(Backend, self), _Whole, fill=1 if traps else 0,
-                          deliberate=tuple(cast("list[str]",
-                                                self.capabilities.get("rejection", []))))
+        return build_with(source, cast(Backend, self), _Whole, fill=1 if traps else 0)
 
     # --- derived: override where your system has better -----------------------------------
 
