@@ -10,7 +10,7 @@ from gradient_conformance import reference
 from gradient_conformance.conformance.outcome import Outcome
 from gradient_conformance.reference import SPEC, Semantics, cases, conditions
 from gradient_conformance.reference.builder import build_program
-from gradient_conformance.reference.errors import IndexOutOfRange, IRError
+from gradient_conformance.reference.errors import GradientError, IndexOutOfRange, IRError
 from gradient_conformance.reference.ops import (
     features_of_statements,
     typed_features,
@@ -206,21 +206,23 @@ def stores_a_gradient(statements, line: int | None = None) -> bool:
     return False
 
 
-def rejected_line(reading: Reading) -> int | None:
-    """The line of the gradient the reference rejects the program for, if a gradient rule
-    rejects it."""
+def rejection(reading: Reading) -> IRError | None:
+    """The reference's rejection of a program, or None if it accepts it."""
     try:
         reading.program()
     except IRError as problem:
-        return problem.line if getattr(problem, "rule", None) else None
+        return problem
     return None
+
+
+def rejected_line(reading: Reading) -> int | None:
+    """The line of the gradient the reference rejects the program for, if a gradient rule
+    rejects it."""
+    problem = rejection(reading)
+    return problem.line if isinstance(problem, GradientError) else None
 
 
 def rejected_as(reading: Reading) -> str:
     """The kind of the reference's rejection of a program (as a case file's `#: error KIND`
     names it: syntax, invalid, or a gradient rule's code), or "" if it accepts it."""
-    try:
-        reading.program()
-    except IRError as problem:
-        return str(getattr(problem, "kind", "") or "")
-    return ""
+    return str(getattr(rejection(reading), "kind", "") or "")

@@ -37,10 +37,9 @@ from gradient_conformance.conformance.readings import (
 )
 from gradient_conformance.conformance.running import claimed, traps
 from gradient_conformance.conformance.transports.loading import Abandoned
-from gradient_conformance.reference.conditions import without
-from gradient_conformance.reference.errors import IRError
+from gradient_conformance.reference.conditions import lifted
+from gradient_conformance.reference.errors import GradientError
 from gradient_conformance.reference.graph import SignatureError
-from gradient_conformance.reference.semantics import SPEC
 from gradient_conformance.reference.syntax import Operand, Statement, format_program
 
 RUNS = 300  # the implementation's runs one reduction may take
@@ -120,29 +119,17 @@ def reduce_finding(finding: Finding, impl, *, runs: int = RUNS,
 
 def _other_problems(reading: Reading, rule: str) -> frozenset[str]:
     """What else rejects the program once `rule` is lifted, and each rule found after it is
-    lifted in turn (as conditions.rebuilt builds a rejected program): a gradient rule by its
-    code, any other problem by its kind and message; and a graph that refuses the lifted
+    lifted in turn (conditions.lifted): a gradient rule by its code, any other problem by
+    its kind and message (not where it says it); and a graph that refuses the lifted
     gradient (with x-literal lifted, a literal beside a vector gets shares of the vector's
     shape), which breaks no rule of the spec but leaves no variant able to say what the
     gradient is."""
-    problems: set[str] = set()
-    semantics = without(SPEC, rule)
-    for _ in range(len(SPEC.rejections) + 1):
-        try:
-            reading.program(semantics)
-        except SignatureError:
-            problems.add("no graph holds its gradient with the rule lifted")
-            break
-        except IRError as problem:
-            lifted = getattr(problem, "rule", None)
-            # A rule by its code; any other problem by what it says (not where it says it).
-            problems.add(str(lifted) if lifted else f"{problem.kind}: {problem.message}")
-            if lifted is None or lifted not in semantics.rejections:
-                break
-            semantics = without(semantics, lifted)
-        else:
-            break
-    return frozenset(problems)
+    assert reading.statements is not None
+    _, problems = lifted(reading.statements, rule)
+    return frozenset(
+        "no graph holds its gradient with the rule lifted" if isinstance(p, SignatureError)
+        else str(p.rule) if isinstance(p, GradientError) else f"{p.kind}: {p.message}"
+        for p in problems)
 
 
 class _Search:

@@ -127,8 +127,8 @@ def verdict(tally: Tally, reading: Reading, buffers, want: Outcome, got: Outcome
     if difference is not None:
         # A rejection missed is about the rule (or kind) the reference rejects it by, as the
         # rejection check's findings are: the reducer keeps it, the signature names it.
-        rule = rejected_as(reading) or None if want.status == "rejected" and \
-            got.status != "rejected" else None
+        missed = want.status == "rejected" and got.status != "rejected"
+        rule = (rejected_as(reading) or None) if missed else None
         raise tally.diverged(Finding(f"{context}{difference}", want, got,
                                      ProgramCase(reading, buffers), difference, description,
                                      rule=rule, ulps=ulps))

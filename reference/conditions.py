@@ -28,7 +28,7 @@ import numpy as np
 
 from . import errors, exact
 from .gradient import between, reachable
-from .graph import ATTRIBUTE_ORDER, Node
+from .graph import ATTRIBUTE_ORDER, Node, SignatureError
 from .interp import reduced_rows
 from .ops import FEATURES, OPS, REDUCE_OPS, elementwise, features_of_statements
 from .program import Define, Loop, Program, Store, walk
@@ -891,23 +891,29 @@ def measure(source: str, statements, buffers=None, *, program=None, problem=None
 
 def rebuilt(statements, problem: errors.IRError):
     """The program a gradient rule rejected, built with the rules that stop it lifted; None
-    if something else rejects it, or if no program can be built that way: with x-literal
-    lifted, the shares of a literal used beside a vector have the vector's shape, not the
-    literal's, and the graph refuses their sum (a SignatureError, which the builder never
-    raises under the spec's own rules)."""
-    from .builder import build_program
-    from .graph import SignatureError
-    from .semantics import SPEC
-    semantics = SPEC
+    if something else rejects it, or if no program can be built that way (`lifted`)."""
     rule = getattr(problem, "rule", None)  # a GradientError's; the others have none
-    while rule is not None:
-        semantics = without(semantics, rule)
+    return lifted(statements, rule)[0] if rule is not None else None
+
+
+def lifted(statements, rule: str) \
+        -> tuple[Program | None, list[errors.IRError | SignatureError]]:
+    """The program built with `rule` lifted, and each gradient rule that then rejects it
+    lifted in turn: the program (None if something else stops it), and what rejected it on
+    the way, in order (each GradientError, then the IRError that stopped it, if one did).
+    A SignatureError stops it too: with x-literal lifted, the shares of a literal used
+    beside a vector have the vector's shape, not the literal's, and the graph refuses their
+    sum (the builder never raises one under the spec's own rules)."""
+    from .builder import build_program
+    from .semantics import SPEC
+    semantics = without(SPEC, rule)
+    problems: list[errors.IRError | SignatureError] = []
+    while True:
         try:
-            return build_program(list(statements), semantics)
-        except SignatureError:
-            return None
-        except errors.IRError as again:
-            if getattr(again, "rule", None) == rule:
-                return None
-            rule = getattr(again, "rule", None)
-    return None
+            return build_program(list(statements), semantics), problems
+        except (errors.IRError, SignatureError) as problem:
+            problems.append(problem)
+            again = getattr(problem, "rule", None)
+            if again is None or again not in semantics.rejections:
+                return None, problems
+            semantics = without(semantics, again)

@@ -43,15 +43,13 @@ from gradient_conformance.conformance.findings import Finding, TapeCase
 from gradient_conformance.conformance.outcome import Outcome, compare
 from gradient_conformance.conformance.readings import (
     Reading,
-    rejected_as,
-    rejected_line,
+    rejection,
     stores_a_gradient,
 )
 from gradient_conformance.conformance.running import trapped_by, unsupported_by
-from gradient_conformance.reference import SPEC, cases
-from gradient_conformance.reference.conditions import without
-from gradient_conformance.reference.errors import RULES, GradientError, IRError
-from gradient_conformance.reference.graph import SignatureError
+from gradient_conformance.reference import cases
+from gradient_conformance.reference.conditions import rebuilt
+from gradient_conformance.reference.errors import RULES, GradientError
 from gradient_conformance.reference.program import Define
 from gradient_conformance.reference.semantics import Semantics
 from gradient_conformance.reference.tape import backprop_bits, load_tape_case
@@ -344,11 +342,11 @@ def _sources(finding: Finding, impl, library: CaseFiles, deadline: float) -> lis
               ) -> Trial | None:
         return _program_trial(key, label, reading, buffers, impl, only_built)
     sources = []
-    rejection = finding.rule in RULES
+    missed = finding.rule in RULES  # a rejection the implementation missed
     # A missed rejection whose program stores nothing of its gradient is tried with the
     # gradient stored (gradients_shown), and run whole: what the implementation computes
     # there is the evidence a variant needs, not only that it accepted.
-    shown = gradients_shown(case.reading, case.buffers) if rejection else None
+    shown = gradients_shown(case.reading, case.buffers) if missed else None
     stored = shown is not None and shown[2] != ""
     reading = shown[0] if shown else case.reading
     # Inputs Hypothesis can draw whole: a program of more (an enumerated one, of every class
@@ -375,16 +373,18 @@ def _sources(finding: Finding, impl, library: CaseFiles, deadline: float) -> lis
     # showed at build: a variant that accepts a rejected gradient also says what it computes,
     # and evidence on the status alone confirms nothing (docs/diagnosis.md, "Confirmation").
     def listed() -> Iterable[Trial | None]:
-        for label, r, b in library.programs():
-            if rejection and (more := gradients_shown(r, b)) is not None:
-                yield trial((label, "shown"), label + more[2], more[0], more[1], False)
+        programs = library.shown() if missed else \
+            [(label, r, b, False) for label, r, b in library.programs()]
+        for label, r, b, shown in programs:
+            if shown:  # run whole, its gradient shown (gradients_shown)
+                yield trial((label, "shown"), label, r, b, False)
             else:
                 yield trial((label, build_only and not b), label, r, b, build_only and not b)
 
     def drawn(k, case) -> Trial | None:
         r = Reading(case.source, case.parsed or (), measure=False)
         lines = f"a drawn program of {len(case.source.splitlines())} lines"
-        if rejection and (more := gradients_shown(r, case.buffers)) is not None:
+        if missed and (more := gradients_shown(r, case.buffers)) is not None:
             return trial(None, lines + more[2], more[0], more[1], False)
         return trial((f"drawn {k}", build_only and not case.buffers), lines, r, case.buffers,
                      build_only and not case.buffers)
@@ -403,28 +403,18 @@ def gradients_shown(reading: Reading, buffers: dict) -> tuple[Reading, dict, str
     alike) at 0.75 instead. With how it was changed, for its label ("" for neither); None
     for any other program, one no lifted rule builds, or one whose gradient no top-level
     store can reach."""
-    statements = reading.statements
-    if statements is None or rejected_as(reading) not in RULES:
+    statements, problem = reading.statements, rejection(reading)
+    if statements is None or not isinstance(problem, GradientError):
         return None
     inputs = {s: np.full_like(a, 0.75) if a.dtype == np.float32 and a.size and not a.any()
               else a for s, a in buffers.items()}
     changed = ", its zeros at 0.75" if any(inputs[s] is not a for s, a in buffers.items()) \
         else ""
-    line = rejected_line(reading)
+    line = problem.line
     if stores_a_gradient(statements, line):
         return reading, inputs, changed
-    semantics = SPEC
-    for _ in range(len(RULES) + 1):
-        try:
-            program = reading.program(semantics)
-            break
-        except GradientError as problem:
-            if problem.rule not in semantics.rejections:
-                return None
-            semantics = without(semantics, problem.rule)
-        except (IRError, SignatureError):
-            return None
-    else:
+    program = rebuilt(statements, problem)
+    if program is None:
         return None
     # The rejected gradient, where a store can reach it: a statement of the top level.
     gradients = [d for d in program.statements if isinstance(d, Define) and d.line == line
@@ -483,8 +473,9 @@ def _program_trial(key, label: str, reading: Reading, buffers, impl,
             return impl.build_only(reading.source)
         return impl.run_case(reading.source, buffers, reading.slots)
 
-    unseen = rejected_as(reading) in RULES and \
-        (build_only or not stores_a_gradient(reading.statements or (), rejected_line(reading)))
+    problem = rejection(reading)
+    unseen = isinstance(problem, GradientError) and \
+        (build_only or not stores_a_gradient(reading.statements or (), problem.line))
     return Trial(key, label, reading.reaches, outcome, implementation, unseen)
 
 
@@ -506,6 +497,7 @@ class CaseFiles:
 
     def __init__(self):
         self._programs: list[tuple[str, Reading, dict]] | None = None
+        self._shown: list[tuple[str, Reading, dict, bool]] | None = None
         self._tapes: list[tuple[str, list]] | None = None
         self.memo: dict = {}
 
@@ -525,6 +517,16 @@ class CaseFiles:
                 self._programs.append((f"case file {path.relative_to(root).as_posix()}",
                                        reading, cases.initial_buffers(case, reading.slots)))
         return self._programs
+
+    def shown(self) -> list[tuple[str, Reading, dict, bool]]:
+        """The programs as a missed rejection's experiment takes them, made once for the
+        run: each the spec rejects by a rule made to show its gradient (`gradients_shown`,
+        labelled with what was changed; True), the others as they are (False)."""
+        if self._shown is None:
+            self._shown = [(label + more[2], more[0], more[1], True)
+                           if (more := gradients_shown(r, b)) is not None
+                           else (label, r, b, False) for label, r, b in self.programs()]
+        return self._shown
 
     def tapes(self) -> list[tuple[str, list]]:
         if self._tapes is None:
