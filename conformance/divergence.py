@@ -81,7 +81,8 @@ def _describe_program(check: str, test_id: str, finding: Finding,
         expected_message=want.message, actual_message=got.message,
         elements=elements, highlight=highlight, trace=trace, expanded=expanded,
         signature=(check, finding.rule or "+".join(listed), kind), statements=len(statements),
-        ops=listed, case_text=case_text, case_name=case_file_name(check, case_text, ".ir"))
+        comparison=finding.comparison, ops=listed, case_text=case_text,
+        case_name=case_file_name(check, case_text, ".ir"))
 
 
 def _describe_tape(check: str, test_id: str, finding: Finding, case: TapeCase) -> Divergence:

@@ -29,6 +29,7 @@ from gradient_conformance.conformance.diagnosis.confirm import (
     CaseFiles,
     experiment,
     hypothesis_of,
+    uncontrolled,
 )
 from gradient_conformance.conformance.diagnosis.diagnose import (
     Diagnosis,
@@ -84,9 +85,12 @@ def explain_finding(finding: Finding, impl=None, *, deadline: float | None = Non
         diagnosis = diagnose_case(case.reading, case.buffers, finding.want, finding.got,
                                   ulps=finding.ulps, impl=impl)
         tested(diagnosis, finding, impl, deadline, library)
-        diagnosis.decisions = decisions_of(
+        # A decision the expectation rests on is said only where the implementation's
+        # outcome depends on it: its variant confirmed, alone or in a pair, like any other.
+        named = set(diagnosis.variants) | {n for pair in diagnosis.pairs for n in pair}
+        diagnosis.decisions = [n for n in decisions_of(
             case.reading, case.buffers, finding.want,
-            build_only=finding.got.status == "ok" and not finding.got.buffers)
+            build_only=finding.got.status == "ok" and not finding.got.buffers) if n in named]
     except Abandoned as stopped:
         diagnosis = Diagnosis(reason=f"not verified: {stopped}")
     if impl is None:
@@ -115,13 +119,49 @@ def tested(diagnosis: Diagnosis, finding: Finding, impl, deadline: float,
     confirmed: set[str] = set()
     if impl is not None:
         result = experiment(hypotheses, finding, impl, deadline=deadline, library=library)
-        confirmed = set(result.confirmed())
+        confirmed = set(result.confirmed()) - _subsumed(result)
+        confirmed -= _controlled(confirmed, result, finding, impl)
         diagnosis.evidence = [e.to_dict() for e in result.evidence.values()]
         diagnosis.experiment = {"looked": result.looked, "ran": result.ran,
                                 "seconds": round(result.seconds, 3), "stopped": result.stopped}
         diagnosis.seconds += result.seconds  # what the diagnosis cost, its experiment too
     diagnosis.variants = [n for n in diagnosis.variants if n in confirmed]
     diagnosis.pairs = [p for p in diagnosis.pairs if "+".join(p) in confirmed]
+
+
+def _controlled(confirmed: set[str], result, finding: Finding, impl) -> set[str]:
+    """The confirmed variants reading a decision otherwise whose control program the
+    implementation still departs on (confirm.uncontrolled): its outcome does not depend on
+    the decision (docs/diagnosis.md, "Decisions"). Each one's evidence says so."""
+    case = finding.case
+    if isinstance(case, TapeCase):
+        return set()
+    spent = set()
+    for name in sorted(confirmed):
+        said = uncontrolled(name, case.reading, case.buffers, finding.want, finding.got, impl,
+                            finding.ulps)
+        if said:
+            result.evidence[name].against = said
+            spent.add(name)
+    return spent
+
+
+def _subsumed(result) -> set[str]:
+    """The confirmed hypotheses another confirmed one explains more than: it is borne out on
+    a program where this one keeps the spec's values and the implementation does not
+    (Evidence.silent), and not the other way round. Each one's evidence says by which."""
+    evidence = {n: e for n, e in result.evidence.items() if e.confirmed}
+
+    def beyond(a: str, b: str) -> str | None:  # a program a explains and b does not
+        return next((p for p in evidence[a].support if p in evidence[b].silent), None)
+    dropped = set()
+    for b in evidence:
+        for a in evidence:
+            if a != b and (shown := beyond(a, b)) is not None and beyond(b, a) is None:
+                evidence[b].subsumed = f"{a} ({shown})"
+                dropped.add(b)
+                break
+    return dropped
 
 
 class Explainer:

@@ -120,7 +120,7 @@ def _elements(slot: int, want: np.ndarray, got: np.ndarray, ulps: int) -> list:
     found = []
     for k in np.flatnonzero(want.ravel() != got.ravel()).tolist():
         a, b = want.ravel()[k].item(), got.ravel()[k].item()
-        found.append((Element(slot, k, _text(a), _bits(a), _text(b), _bits(b)), "value"))
+        found.append((Element(slot, k, _text(a), bits_text(a), _text(b), bits_text(b)), "value"))
     return found
 
 
@@ -169,5 +169,7 @@ def _text(v) -> str:
     return str(v).lower() if isinstance(v, bool) else str(v)
 
 
-def _bits(v) -> str:
+def bits_text(v) -> str:
+    """An element that is not f32 as a record shows its bits: a bool's word, an i32's 32
+    bits in hex."""
     return str(v).lower() if isinstance(v, bool) else f"0x{v & 0xFFFFFFFF:08x}"

@@ -80,6 +80,9 @@ class Divergence:
     case_file: str = ""
     replay: str = ""
     signature: tuple[str, str, str] = ("", "", "")
+    # How the check compared: "outcomes" (bit for bit or within ulps) or "truth" (with the
+    # true derivative, where no sign of a zero counts): what a re-check compares as.
+    comparison: str = "outcomes"
     statements: int = 0
     also: list[str] = field(default_factory=list)  # signatures this one stands for
     # What the implementation did instead, in the spec's terms (conformance/diagnosis/diagnose.py):

@@ -18,6 +18,7 @@ from gradient_conformance.conformance.diagnosis.diagnose import diagnose_case
 from gradient_conformance.conformance.explain import explain_finding
 from gradient_conformance.conformance.outcome import Outcome
 from gradient_conformance.conformance.transports.loading import load
+from gradient_conformance.reference import cases
 from tests.conftest import ROOT
 
 # The where's g is -0.0 (the loss is w * -0.0), and both of its sides are x: the fault's
@@ -111,13 +112,62 @@ def test_an_element_only_the_implementation_changes_is_another_cause_s():
     assert bears_out(spec, theirs, _ok(1.0, 3.0), 0) is True
     assert bears_out(spec, theirs, _ok(9.0, 3.0), 0) is True  # element 0: another cause
     assert bears_out(spec, theirs, _ok(1.0, 2.0), 0) is False  # the spec's value there
-    assert bears_out(spec, theirs, Outcome("rejected"), 0) is False
     assert bears_out(spec, theirs, Outcome("ok", buffers={0: np.zeros(3, np.float32)}),
                      0) is False
     rejected = Outcome("rejected")
     assert bears_out(spec, rejected, Outcome("rejected"), 0) is True
     assert bears_out(spec, rejected, _ok(1.0, 3.0), 0) is False
     assert bears_out(rejected, theirs, _ok(9.0, 3.0), 0) is False  # accepted: all its values
+    assert bears_out(rejected, theirs, Outcome("rejected"), 0) is False  # the spec's status
+
+
+def test_a_crash_or_a_rejection_the_hypothesis_does_not_change_is_another_cause_s():
+    """Where the hypothesis keeps the spec's status, the implementation's own rejection or
+    crash is another divergence's (an empty max it raises on), not evidence against it."""
+    spec, theirs = _ok(1.0, 2.0), _ok(1.0, 3.0)
+    assert bears_out(spec, theirs, Outcome("rejected", message="line 3: no"), 0) is None
+    assert bears_out(spec, theirs, Outcome("failure", reason="crash"), 0) is None
+    assert bears_out(spec, Outcome("rejected"), Outcome("failure", reason="crash"), 0) is None
+
+
+def test_no_sign_of_a_zero_decides_where_the_check_compared_with_the_truth():
+    """A check against the true derivative counts no sign of a zero (abs(-0.0 - 0.0) is 0);
+    the experiment on what it found counts none either, for or against."""
+    spec, theirs = _ok(1.0, 1.0), _ok(1.0, 0.0)  # the hypothesis departs at element 1
+    assert bears_out(spec, theirs, _ok(1.0, -0.0), 0) is False  # bit for bit: a refutation
+    assert bears_out(spec, theirs, _ok(1.0, -0.0), 0, zero_signs=False) is True
+    assert bears_out(_ok(1.0, 0.0), _ok(1.0, -0.0), _ok(1.0, 0.0), 0, zero_signs=False) is None
+
+
+def test_the_hypothesis_that_explains_more_is_named_and_a_decision_only_where_it_holds():
+    """`no-hash-consing` and `attributes-in-written-order` both reproduce a program whose one
+    reduce is written with its attributes in two orders. Run as the implementation, the one
+    that merges no nodes at all is also borne out where the attributes are written one way
+    (hash_consing_shares.ir), where the other keeps the spec's values: it alone is named,
+    and the expectation is not said to rest on the decision of attribute order. The variant
+    that reads that decision otherwise is named, with the decision, where it is the cause."""
+    path = ROOT / "cases" / "gradient" / "attributes_in_any_order.ir"
+    case = cases.load_case(path)
+    source = case.source
+    for name, named, decided in (("no-hash-consing", ["no-hash-consing"], []),
+                                 ("attributes-in-written-order",
+                                  ["attributes-in-written-order"],
+                                  ["attributes-in-written-order"])):
+        impl = load(f"variant:{name}")
+        try:
+            reading = readings.Reading(source)
+            buffers = casefiles.case_file_buffers(case, reading.slots)
+            want = reading.outcome(buffers)
+            got = impl.run_case(source, buffers, reading.slots)
+            diagnosis, _ = explain_finding(findings.Finding(
+                "", want, got, findings.ProgramCase(reading, buffers)), impl)
+        finally:
+            impl.close()
+        assert set(diagnosis.candidates) == {"no-hash-consing", "attributes-in-written-order"}
+        assert diagnosis.variants == named and diagnosis.decisions == decided, \
+            (name, diagnosis.line(), diagnosis.evidence)
+        said = diagnosis.line()
+        assert ("rests on a decision" in said) == bool(decided), said
 
 
 def test_each_decision_a_variant_reads_otherwise_is_quoted_from_spec_md():
@@ -198,3 +248,28 @@ def test_a_rejection_variant_is_the_implementation_s_only_for_the_same_line(said
     assert want.status == "ok"
     diagnosis = diagnose_case(reading, {}, want, got)
     assert ("rejects-through-detach-or-cast" in diagnosis.variants) is named, diagnosis.line()
+
+
+def test_a_decision_whose_control_program_the_implementation_still_fails_is_not_named():
+    """PyTorch, through the kit, merges no computed nodes at all: on the program whose one
+    reduce is written with its attributes in two orders it gives what reading the decision
+    of attribute order otherwise gives, and the same wrong value on the control program,
+    the attributes written in one order (Variant.control). So the decision is not named,
+    and the expectation is not said to rest on it (docs/diagnosis.md, "Decisions")."""
+    pytest.importorskip("torch")
+    path = ROOT / "cases" / "gradient" / "attributes_in_any_order.ir"
+    case = cases.load_case(path)
+    reading = readings.Reading(case.source)
+    buffers = casefiles.case_file_buffers(case, reading.slots)
+    impl = load("gradient_conformance.adapters.torch_impl")
+    try:
+        got = impl.run_case(case.source, buffers, reading.slots)
+        diagnosis, _ = explain_finding(findings.Finding(
+            "", reading.outcome(buffers), got, findings.ProgramCase(reading, buffers)), impl)
+    finally:
+        impl.close()
+    assert "attributes-in-written-order" in diagnosis.candidates
+    assert "attributes-in-written-order" not in diagnosis.variants and not diagnosis.decisions
+    [evidence] = [e for e in diagnosis.evidence if e["name"] == "attributes-in-written-order"]
+    assert evidence["against"].startswith("the control program"), evidence
+    assert "rests on a decision" not in diagnosis.line()

@@ -3,6 +3,7 @@ docs/commands.md, "The command line".
 
     gradient-conformance --impl=X [--profile P] [--report R.html] [PYTEST ARGS ...]
     gradient-conformance replay CASE --impl=X [--trace]
+    gradient-conformance recheck REPORT.json --impl=X   # every claim of a run's report, again
     gradient-conformance vectors --out DIR [--count N] [--profile P] [--seed S]
     gradient-conformance fuzz --impl=X --minutes N [--jobs K] [--report R.html] ...
     gradient-conformance matrix --impl A --impl B ... --report R.html
@@ -33,6 +34,7 @@ from gradient_conformance.conformance.commands.suite import options_help, run_su
 # must start pytest before Hypothesis or the oracle is imported, or pytest warns that it
 # cannot rewrite their asserts. `report` lives with `fuzz`, whose folders it reads.
 COMMANDS = {"replay": ("replay", "add_parser", "run"),
+            "recheck": ("recheck", "add_parser", "run"),
             "vectors": ("vectors", "add_parser", "run"),
             "fuzz": ("fuzz", "add_parser", "run"),
             "matrix": ("matrix", "add_parser", "run"),

@@ -10,11 +10,17 @@ check ran the found one (the same comparison, the same ulps), and a hypothesis i
 
 - **confirmed** when the implementation bore it out on every separating program run, at
   least one: the hypothesis's status, and its value at every element where it departs from
-  the spec (`bears_out`; an element where only the implementation departs is another
-  cause's, so a second fault does not refute a right hypothesis);
+  the spec (`bears_out`; an element where only the implementation departs, and a crash or
+  a rejection where the hypothesis keeps the spec's status, are another cause's, so a
+  second fault does not refute a right hypothesis), compared as the check compared (its
+  ulps; no sign of a zero where it compared with the true derivative);
 - **refuted** when the implementation did otherwise on one (where two hypotheses differ
   from each other, a program separating either tells them apart the same way);
 - **unconfirmed** when no separating program was found within the search.
+
+A confirmed hypothesis that keeps the spec's values on a program where another confirmed
+hypothesis is borne out (its `silent` programs) explains less than that one, and is not
+named beside it (explain.tested).
 
 Only a confirmed hypothesis is named as an explanation. The programs come from three
 sources, nearest first: the found program with other inputs (drawn as the generators draw
@@ -40,7 +46,7 @@ from gradient_conformance import resource
 from gradient_conformance.conformance.diagnosis.diagnose import same_line
 from gradient_conformance.conformance.diagnosis.variants import CATALOGUE, applies
 from gradient_conformance.conformance.findings import Finding, TapeCase
-from gradient_conformance.conformance.outcome import Outcome, compare
+from gradient_conformance.conformance.outcome import Difference, Outcome, compare
 from gradient_conformance.conformance.readings import (
     Reading,
     rejection,
@@ -50,7 +56,7 @@ from gradient_conformance.conformance.running import trapped_by, unsupported_by
 from gradient_conformance.reference import cases
 from gradient_conformance.reference.conditions import rebuilt
 from gradient_conformance.reference.errors import RULES, GradientError
-from gradient_conformance.reference.program import Define
+from gradient_conformance.reference.program import Define, walk
 from gradient_conformance.reference.semantics import Semantics
 from gradient_conformance.reference.tape import backprop_bits, load_tape_case
 
@@ -58,6 +64,8 @@ REFILL_ELEMENTS = 256  # input elements of a found program past which none are r
 PER_SOURCE = 2  # separating programs a hypothesis is run on from each source, at most
 DRAWS = 120  # programs (or inputs) drawn, and programs looked at, from each source, at most
 SECONDS = 8.0  # the experiment on one divergence, at most
+# A trial's detail where the hypothesis keeps the spec's values and the implementation does not.
+SILENT = "silent"
 
 
 @dataclass
@@ -70,6 +78,10 @@ class Evidence:
     name: str
     support: list[str] = field(default_factory=list)
     against: str = ""
+    # The programs on which the hypothesis keeps the spec's values and the implementation
+    # departs from them (departs_alone): a hypothesis confirmed on one of them explains more.
+    silent: list[str] = field(default_factory=list)
+    subsumed: str = ""  # the confirmed hypothesis that explains more, and on which program
 
     @property
     def confirmed(self) -> bool:
@@ -80,7 +92,8 @@ class Evidence:
         return bool(self.against)
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "support": list(self.support), "against": self.against}
+        return {"name": self.name, "support": list(self.support), "against": self.against,
+                "silent": list(self.silent), "subsumed": self.subsumed}
 
 
 @dataclass(frozen=True)
@@ -136,17 +149,23 @@ class Trial:
     gradient_unseen: bool = False
 
 
-def bears_out(spec: Outcome, theirs: Outcome, got: Outcome, ulps: int) -> bool | None:
+def bears_out(spec: Outcome, theirs: Outcome, got: Outcome, ulps: int, *,
+              zero_signs: bool = True) -> bool | None:
     """Whether the implementation's outcome `got` bears out the hypothesis, whose outcome is
     `theirs`, where it departs from the spec's (`spec`): None where it does not depart (the
     program says nothing of it); else True when the implementation gives the hypothesis's
     status and, at every element where the hypothesis departs from the spec, its value,
-    compared as the check compares (`ulps`). An element where only the implementation
-    departs is another cause's (a second fault), not evidence against this one."""
-    departs = compare(spec, theirs, ulps=ulps)
+    compared as the check compares (`ulps`; `zero_signs` False: a check against the true
+    derivative, which no sign of a zero decides). What only the implementation departs in
+    is another cause's (a second fault), not evidence against this one: an element where
+    the hypothesis keeps the spec's value, and a crash or a rejection where the hypothesis
+    keeps the spec's status (docs/diagnosis.md, "Confirmation")."""
+    departs = compared(spec, theirs, ulps, zero_signs)
     if departs is None:
         return None
-    mismatch = compare(theirs, got, ulps=ulps)
+    if got.status == "failure" or (theirs.status == spec.status != got.status):
+        return None  # the implementation's own crash or rejection, which no variant explains
+    mismatch = compared(theirs, got, ulps, zero_signs)
     if mismatch is None:
         return same_line(theirs, got)  # a rejection for the same reason, as far as shown
     if spec.status != "ok" or theirs.status != "ok" or got.status != "ok" or \
@@ -155,11 +174,40 @@ def bears_out(spec: Outcome, theirs: Outcome, got: Outcome, ulps: int) -> bool |
     return not mismatch.differing & departs.differing
 
 
-def _detail(theirs: Outcome, got: Outcome, ulps: int) -> str:
+def departs_alone(spec: Outcome, got: Outcome, ulps: int, zero_signs: bool = True) -> bool:
+    """Whether the implementation's outcome departs from the spec's in values, as the check
+    compares them: on a program where a hypothesis keeps the spec's values, what another
+    hypothesis that departs as the implementation does explains, and this one does not."""
+    return spec.status == got.status == "ok" and \
+        compared(spec, got, ulps, zero_signs) is not None
+
+
+def compared(want: Outcome, got: Outcome, ulps: int, zero_signs: bool) -> Difference | None:
+    """compare, but where `zero_signs` is False, an element that differs only in the sign of
+    a zero is no difference (a check against the true derivative compares none)."""
+    difference = compare(want, got, ulps=ulps)
+    if zero_signs or difference is None or difference.kind == "missing" or \
+            want.status != "ok" or got.status != "ok" or want.derivatives:
+        return difference
+    signs = {(slot, int(k)) for slot, w in want.buffers.items() if w.dtype == np.float32
+             for k in np.flatnonzero((w.ravel() == 0) & (got.buffers[slot].ravel() == 0))}
+    kept = difference.differing - signs
+    if not kept:
+        return None
+    if kept == difference.differing:
+        return difference
+    elements = [e for e in difference.elements if (e.slot, e.index) in kept]
+    first = elements[0] if elements else None
+    summary = (f"slot {first.slot}[{first.index}]: expected {first.expected}, got "
+               f"{first.actual}" if first else f"{len(kept)} elements differ")
+    return Difference(summary, "bits", elements, frozenset(kept))
+
+
+def _detail(theirs: Outcome, got: Outcome, ulps: int, zero_signs: bool = True) -> str:
     """How the implementation's outcome differs from the hypothesis's, in compare's words
     with its two sides named: only compare's own "expected" and "got" (the first of each, as
     whole words) are renamed, never the words of a message it quotes after them."""
-    difference = compare(theirs, got, ulps=ulps)
+    difference = compared(theirs, got, ulps, zero_signs)
     if difference is None:
         return ""
     said = re.sub(r"\bexpected\b", "hypothesis", str(difference), count=1)
@@ -173,7 +221,8 @@ def experiment(hypotheses: dict[str, Hypothesis], finding: Finding, impl, *,
     files, and what the implementation did on them and on the drawn programs (`memo`)."""
     started = time.monotonic()
     search = _Search(Experiment({name: Evidence(name) for name in hypotheses}), hypotheses,
-                     finding.ulps, min(deadline, started + SECONDS), started)
+                     finding.ulps, min(deadline, started + SECONDS), started,
+                     zero_signs=finding.comparison != "truth")
     library = library if library is not None else CaseFiles()
     for source in _sources(finding, impl, library, search.deadline):
         search.start(library.memo if source.shared else None)
@@ -190,8 +239,9 @@ class _Search:
     gives is `visit`ed, and says whether the source should go on."""
 
     def __init__(self, result: Experiment, hypotheses: dict[str, Hypothesis], ulps: int,
-                 deadline: float, started: float):
+                 deadline: float, started: float, *, zero_signs: bool = True):
         self.result, self.hypotheses, self.ulps = result, hypotheses, ulps
+        self.zero_signs = zero_signs
         self.deadline, self.started = deadline, started
         self.taken: dict[str, int] = {}
         self.looked = 0
@@ -220,7 +270,7 @@ class _Search:
         said: dict[str, tuple[bool | None, str]] = {}
         if self.memo is not None:
             said = {n: self.memo[key] for n in open_
-                    if (key := (trial.key, n, self.ulps)) in self.memo}
+                    if (key := (trial.key, n, self.ulps, self.zero_signs)) in self.memo}
         pending = [n for n in open_ if n not in said]
         if pending:
             said.update(self._run(trial, pending))
@@ -228,6 +278,8 @@ class _Search:
             if verdict:
                 result.evidence[n].support.append(trial.label)
                 self.taken[n] += 1
+            elif verdict is None and detail == SILENT:
+                result.evidence[n].silent.append(trial.label)
             elif verdict is False:
                 result.evidence[n].against = f"{trial.label} ({detail})"
         return True
@@ -248,9 +300,15 @@ class _Search:
             got = trial.implementation()
             self.result.ran += 1
         for n in names:
-            if got is None or n not in theirs or want is None:
+            if got is not None and want is not None and n not in theirs and \
+                    departs_alone(want, got, ulps, self.zero_signs):
+                said[n] = (None, SILENT)
+            elif got is None or n not in theirs or want is None:
                 said[n] = (None, "")
-            elif bears_out(want, theirs[n], got, ulps):
+            elif (verdict := bears_out(want, theirs[n], got, ulps,
+                                       zero_signs=self.zero_signs)) is None:
+                said[n] = (None, "")
+            elif verdict:
                 # Accepting what the spec rejects, on a program that stores nothing computed
                 # from the gradient, shows the status alone: no evidence for a variant, which
                 # also says what the gradient is (the variant's values are compared where
@@ -259,10 +317,36 @@ class _Search:
                     trial.gradient_unseen
                 said[n] = (None, "") if status_only else (True, "")
             else:
-                said[n] = (False, _detail(theirs[n], got, ulps))
+                said[n] = (False, _detail(theirs[n], got, ulps, self.zero_signs))
             if self.memo is not None and trial.key is not None:
-                self.memo[(trial.key, n, ulps)] = said[n]
+                self.memo[(trial.key, n, ulps, self.zero_signs)] = said[n]
         return said
+
+
+def uncontrolled(name: str, reading: Reading, buffers, want: Outcome, got: Outcome, impl,
+                 ulps: int) -> str:
+    """Why the variant `name`, which reads a decision of SPEC.md otherwise, is not what the
+    implementation's outcome depends on: on its control program (the found one rewritten so
+    that the decision cannot matter, Variant.control) the implementation still departs from
+    the spec where it departed on the found one; '' where it does not, or where the variant
+    has no control program to run. docs/diagnosis.md, "Decisions"."""
+    control = CATALOGUE[name].control if name in CATALOGUE else None
+    found = compare(want, got, ulps=ulps)
+    if control is None or found is None or reading.statements is None:
+        return ""
+    source = control(reading.source)
+    again = Reading(source, measure=False)
+    if source == reading.source or again.statements is None:
+        return ""
+    build_only = got.status == "ok" and not got.buffers
+    theirs = impl.build_only(source) if build_only else \
+        impl.run_case(source, buffers, again.slots)
+    still = compare(again.outcome(buffers, build_only=build_only), theirs, ulps=ulps)
+    if still is None or not ((not found.differing and still.kind == found.kind) or
+                             still.differing & found.differing):
+        return ""
+    return ("the control program, the found one rewritten so that the decision cannot "
+            f"matter, on which the implementation still departs from the spec ({still})")
 
 
 # --- the sources of programs ----------------------------------------------------------------
@@ -416,24 +500,32 @@ def gradients_shown(reading: Reading, buffers: dict) -> tuple[Reading, dict, str
     program = rebuilt(statements, problem)
     if program is None:
         return None
-    # The rejected gradient, where a store can reach it: a statement of the top level.
-    gradients = [d for d in program.statements if isinstance(d, Define) and d.line == line
-                 and d.expansion is not None and d.node.dtype == "f32"]
+    # The rejected gradient, where a store can reach it: a statement of the top level, or of
+    # a range body (stored there on each pass: the last pass's value stays).
+    top = {id(d) for d in program.statements}
+    gradients = [d for d in walk(program.statements) if isinstance(d, Define) and
+                 d.line == line and d.expansion is not None and d.node.dtype == "f32"]
     if not gradients:
         return None
     taken = {s.target for s in statements if s.target}
     slot = max(program.buffers, default=-1) + 1
-    lines = []
+    declared, kept = [], []
     for k, d in enumerate(gradients):
         name = f"%stored{k}"
         while name in taken:
             name += "_"
         shape = ",".join(str(n) for n in d.node.shape)
-        lines += [f"{name} = buffer slot={slot + k} dtype=f32 shape=[{shape}]",
-                  f"store {name} {d.name}"]
+        declared.append(f"{name} = buffer slot={slot + k} dtype=f32 shape=[{shape}]")
+        kept.append(f"store {name} {d.name}")
         inputs[slot + k] = np.zeros(d.node.shape, np.float32)
-    stored = Reading(reading.source.rstrip("\n") + "\n" + "\n".join(lines) + "\n",
-                     measure=False)
+    source = reading.source.rstrip("\n").split("\n")
+    if all(id(d) in top for d in gradients):
+        text = source + declared + kept
+    else:  # declared first, stored right after the gradient's line, in its body
+        at = source[line - 1]
+        indent = at[:len(at) - len(at.lstrip())]
+        text = declared + source[:line] + [indent + k for k in kept] + source[line:]
+    stored = Reading("\n".join(text) + "\n", measure=False)
     return (stored, inputs, f", its gradient stored{changed}") \
         if stored.statements is not None else None
 

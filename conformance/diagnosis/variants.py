@@ -56,9 +56,47 @@ class Variant:
     # (ir.md, gradient.md) is silent: the course text read otherwise, not a bug
     # (docs/diagnosis.md, "Decisions"). "" for a departure from the text itself.
     decision: str = ""
+    # For a decision: the program rewritten so that the decision cannot matter and the
+    # spec's meaning is kept (the control program: an implementation whose outcome depends
+    # on the decision gives the spec's there). None where no such rewrite is written.
+    control: Callable[[str], str] | None = None
 
     def semantics(self, base: Semantics = SPEC) -> Semantics:
         return self.change(base)
+
+
+def _each_line(source: str, rewrite: Callable[[list[str]], list[str]]) -> str:
+    """The source with the tokens of each line's code rewritten (its indent and its comment
+    kept): a control program's text (Variant.control)."""
+    lines = []
+    for line in source.splitlines():
+        code, mark, comment = line.partition("#")
+        indent = code[:len(code) - len(code.lstrip())]
+        trailing = code[len(code.rstrip()):]
+        tokens = code.split()
+        lines.append((indent + " ".join(rewrite(tokens)) + trailing if tokens else code) +
+                     mark + comment)
+    return "\n".join(lines) + "\n"
+
+
+def _attributes_sorted(tokens: list[str]) -> list[str]:
+    """A statement's attributes in one order, by key, after its other tokens."""
+    attrs = [t for t in tokens if "=" in t and t != "=" and not t.startswith("=")]
+    return [t for t in tokens if t not in attrs] + sorted(attrs, key=lambda t: t.split("=")[0])
+
+
+def _axes_sorted(tokens: list[str]) -> list[str]:
+    """An axis= list's axes in increasing order."""
+    def sort(token: str) -> str:
+        inside = token[len("axis=["):-1]
+        if not token.startswith("axis=[") or not token.endswith("]") or not inside:
+            return token
+        try:
+            return "axis=[" + ",".join(str(a) for a in sorted(int(n) for n in
+                                                               inside.split(","))) + "]"
+        except ValueError:
+            return token
+    return [sort(t) for t in tokens]
 
 
 def _set(**fields) -> Callable[[Semantics], Semantics]:
@@ -221,7 +259,8 @@ INTERNING = [
             "two nodes (SPEC.md decides they are one)", "Operations",
             _set(key=_attributes_in_written_order),
             decision="**Decision:** attributes are stored in one canonical order, so "
-                     "`op=add axis=[0]` and `axis=[0] op=add` are the same node."),
+                     "`op=add axis=[0]` and `axis=[0] op=add` are the same node.",
+            control=lambda source: _each_line(source, _attributes_sorted)),
     Variant("where-literal-folded", "folds a where whose condition is a literal into the "
             "value it selects: the two are one node", "Hash consing",
             lambda s: dataclasses.replace(s, key=_where_folded(s.key)), composes=True),
@@ -1000,7 +1039,8 @@ TEXT = [
             "(SPEC.md decides that they are listed in strictly increasing order)", "Operations",
             _reads(_axis_in_any_order), composes=True,
             decision="**Decision:** `axis` lists axes in strictly increasing order, each within "
-                     "the rank."),
+                     "the rank.",
+            control=lambda source: _each_line(source, _axes_sorted)),
     Variant("negative-range-runs-none", "runs a range of a negative count no times, as one of "
             "0 (SPEC.md decides that the count must be >= 0)", "Loops",
             _reads(_negative_range_runs_none), composes=True,

@@ -1,0 +1,362 @@
+"""`gradient-conformance recheck REPORT.json --impl=X`: every claim a run's JSON report makes
+about an implementation, re-checked outside the run that made it. docs/commands.md,
+"Recheck".
+
+The run's words are hypotheses until programs confirm them (docs/diagnosis.md); this command
+is the audit of those words, by other means than the run's own:
+
+- **reproduced**: each divergence's program, on the inputs the report gives (their bits), is
+  run again on the reference and on the implementation: each gives the status the report
+  says, and every element the report lists has the bits it says (any NaN matching any NaN);
+- **named**: each variant (or pair) the diagnosis names gives the implementation's outcome on
+  the reported program, compared as the check compared (its ulps; no sign of a zero where it
+  compared with the true derivative), and again on the program with every gradient stored
+  (a rejected one's too, built with the rule lifted), where the implementation must give the
+  variant's value wherever the variant departs from the spec (confirm.bears_out: a second
+  fault elsewhere is no evidence against it);
+- **decided**: an expectation said to rest on a decision of SPEC.md is re-run on the
+  decision's control program (the found one rewritten so that the decision cannot matter),
+  where the implementation must no longer depart as it did (confirm.uncontrolled);
+- **located**: a value located at a statement (`kind` "value") is probed again, the
+  statement and each of its operands stored: the statement's value departs from the spec's,
+  its operands' do not; a rejection located at a line is the line the reference rejects at.
+  The locator's other kinds (shares, folds, hash consing, loops, crashes) are counted as not
+  re-probed, by kind.
+
+What is not re-checked is said, with why; a report with nothing to re-check is a usage
+error. Exit status: 0 when every claim re-checked holds, 1 when one does not, 2 for a usage
+error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gradient_conformance.conformance.commands.suite import confinement_of, load_implementation
+from gradient_conformance.conformance.diagnosis.confirm import (
+    bears_out,
+    compared,
+    gradients_shown,
+    hypothesis_of,
+    uncontrolled,
+)
+from gradient_conformance.conformance.diagnosis.variants import CATALOGUE
+from gradient_conformance.conformance.options import add_containment
+from gradient_conformance.conformance.outcome import Outcome, bits_text, f32_agree
+from gradient_conformance.conformance.readings import Reading, rejection
+from gradient_conformance.reference import cases
+from gradient_conformance.reference.errors import IRError
+from gradient_conformance.reference.program import Define
+
+REPORT_BYTES = 256 * 1024 * 1024  # a JSON report read back, at most
+
+
+@dataclass
+class Rechecked:
+    """What the re-check found: for each kind of claim (reproduced, named, located), how
+    many held and, one line each, those that did not; what was not re-checked, by why."""
+
+    held: Counter = field(default_factory=Counter)
+    false: dict[str, list[str]] = field(default_factory=dict)
+    left_out: Counter = field(default_factory=Counter)
+    # Of the names that held, re-run with every gradient stored: whether they gave every
+    # value the implementation gave (True), or differed only where they keep the spec's.
+    stored: Counter = field(default_factory=Counter)
+
+    def claim(self, kind: str, holds: bool, said: str) -> None:
+        if holds:
+            self.held[kind] += 1
+        else:
+            self.false.setdefault(kind, []).append(said)
+
+    @property
+    def checked(self) -> int:
+        return sum(self.held.values()) + sum(len(v) for v in self.false.values())
+
+    def lines(self) -> list[str]:
+        said = []
+        for kind in ("reproduced", "named", "decided", "located"):
+            wrong = self.false.get(kind, [])
+            said.append(f"{kind}: {self.held[kind] + len(wrong)} claims re-checked, "
+                        f"{len(wrong)} false")
+            said += [f"  false: {line}" for line in wrong]
+            if kind == "named" and self.stored:
+                said.append(f"  of those that hold, re-run with every gradient stored: "
+                            f"{self.stored[True]} give every value the implementation gives, "
+                            f"{self.stored[False]} differ from it only where they keep the "
+                            "spec's value (another cause)")
+        said += [f"not re-checked, {n}: {why}" for why, n in sorted(self.left_out.items())]
+        return said
+
+
+def recheck(impl, report: dict) -> Rechecked:
+    """Re-check every divergence of `report` (a run's JSON report, read back: data to
+    validate) against `impl`, the implementation the run was of."""
+    found = Rechecked()
+    divergences = report.get("divergences")
+    if not isinstance(divergences, list):
+        raise ValueError("the report has no list of divergences")
+    for k, d in enumerate(divergences):
+        if not isinstance(d, dict):
+            raise ValueError(f"divergence {k} of the report is no object")
+        _recheck_one(impl, d, found, f"divergence {k + 1} ({d.get('test_id', '?')})")
+    return found
+
+
+def _recheck_one(impl, d: dict, found: Rechecked, name: str) -> None:
+    if str(d.get("case_name", "")).endswith(".json"):
+        found.left_out["a tape's divergence (the recheck re-runs programs)"] += 1
+        return
+    source = d.get("source")
+    if not isinstance(source, str) or not source:
+        found.left_out["a divergence without a program (a run's crash, a usage error)"] += 1
+        return
+    reading = Reading(source, measure=False)
+    try:
+        buffers = _buffers(d.get("inputs", []))
+    except (ValueError, KeyError, TypeError) as problem:
+        found.claim("reproduced", False, f"{name}: its inputs do not read back ({problem})")
+        return
+    expected, actual = d.get("expected_status"), d.get("actual_status")
+    build_only = expected == "rejected" or (actual == "ok" and not d.get("elements") and
+                                            expected != "ok")
+    want = reading.outcome(buffers, build_only=build_only)
+    got = impl.build_only(source) if build_only else \
+        impl.run_case(source, buffers, reading.slots)
+    wrong = _reproduced(d, want, got)
+    found.claim("reproduced", not wrong, f"{name}: {wrong}")
+    diagnosis = d.get("diagnosis") if isinstance(d.get("diagnosis"), dict) else {}
+    named = [[v.get("name")] for v in diagnosis.get("variants", []) if isinstance(v, dict)]
+    named += [[v.get("name") for v in pair if isinstance(v, dict)]
+              for pair in diagnosis.get("pairs", []) if isinstance(pair, list)]
+    ulps = diagnosis.get("ulps", 0) if type(diagnosis.get("ulps", 0)) is int else 0
+    zero_signs = d.get("comparison", "outcomes") != "truth"
+    for names in named:
+        if not names or not all(n in CATALOGUE for n in names):
+            found.claim("named", False, f"{name}: names {names}, which the catalogue lacks")
+            continue
+        said, whole = _named(impl, reading, buffers, want, got, names, ulps, zero_signs,
+                             build_only)
+        if not said and len(names) == 1:  # a decision's variant: its control program too
+            said = uncontrolled(names[0], reading, buffers, want, got, impl, ulps)
+        found.claim("named", not said, f"{name}: [{'+'.join(names)}] {said}")
+        if not said and whole is not None:
+            found.stored[whole] += 1
+    for decision in diagnosis.get("decisions", []):
+        if decision not in CATALOGUE or CATALOGUE[decision].control is None:
+            found.left_out["a decision without a control program (Variant.control)"] += 1
+            continue
+        said = uncontrolled(decision, reading, buffers, want, got, impl, ulps)
+        found.claim("decided", not said, f"{name}: rests on [{decision}]: {said}")
+    location = d.get("location") if isinstance(d.get("location"), dict) else {}
+    if location.get("line"):
+        _located(impl, reading, buffers, location, found, name, ulps, zero_signs)
+
+
+def _buffers(inputs) -> dict[int, np.ndarray]:
+    """The buffers a record's `inputs` give, from their bits."""
+    buffers = {}
+    for given in inputs:
+        dtype, shape = given["dtype"], tuple(int(n) for n in given["shape"])
+        array = cases.values_array([cases.value(t, dtype) for t in given["bits"]], dtype)
+        buffers[int(given["slot"])] = array.reshape(shape)
+    return buffers
+
+
+def _reproduced(d: dict, want: Outcome, got: Outcome) -> str:
+    """'' when the reference and the implementation give what the record says; else what
+    differs."""
+    if want.status != d.get("expected_status"):
+        return f"the reference gives {want.status}, the report says {d.get('expected_status')}"
+    if got.status != d.get("actual_status"):
+        return (f"the implementation gives {got.status}, the report says "
+                f"{d.get('actual_status')}")
+    for e in d.get("elements", []):
+        slot, index = e.get("slot"), e.get("index")
+        for side, outcome in (("expected", want), ("actual", got)):
+            array = outcome.buffers.get(slot) if outcome.status == "ok" else None
+            if array is None or not isinstance(index, int) or not 0 <= index < array.size:
+                return f"slot {slot}[{index}] is not in the {side} outcome"
+            value = array.ravel()[index]
+            said = str(e.get(f"{side}_bits", ""))
+            if array.dtype == np.float32:
+                bits = int(value.view(np.uint32))
+                if not said.startswith("0x") or not f32_agree(int(said, 16), bits):
+                    return f"slot {slot}[{index}]: {side} {bits:#010x}, the report says {said}"
+            elif bits_text(value.item()) != said:
+                return f"slot {slot}[{index}]: {side} {bits_text(value.item())}, the report " \
+                       f"says {said}"
+    return ""
+
+
+def _named(impl, reading: Reading, buffers, want: Outcome, got: Outcome, names: list[str],
+           ulps: int, zero_signs: bool, build_only: bool) -> tuple[str, bool | None]:
+    """('' when the hypothesis `names` holds on the reported program and on it with every
+    gradient stored, else where it does not; whether, stored, it gives every value the
+    implementation gives (None: no program with its gradients stored was run))."""
+    semantics = hypothesis_of(*names).semantics
+    try:
+        theirs = reading.outcome(buffers, semantics, build_only=build_only)
+    except Exception as problem:  # noqa: BLE001 - a variant that cannot run it holds nothing
+        return f"cannot run the reported program ({type(problem).__name__})", None
+    # The diagnosis says it "gives exactly these results": every one, as the check compared.
+    if (differs := compared(theirs, got, ulps, zero_signs)) is not None:
+        return f"does not give the implementation's outcome on the reported program " \
+               f"({differs})", None
+    stored = _every_gradient_stored(reading, buffers)
+    if stored is None:
+        return "", None
+    again, inputs = stored
+    try:
+        spec = again.outcome(inputs)
+        theirs = again.outcome(inputs, semantics)
+    except Exception:  # noqa: BLE001 - it holds where it can be run, and was above
+        return "", None
+    mine = impl.run_case(again.source, inputs, again.slots)
+    if bears_out(spec, theirs, mine, ulps, zero_signs=zero_signs) is False:
+        return (f"with every gradient stored, the implementation does otherwise "
+                f"({compared(theirs, mine, ulps, zero_signs)})"), False
+    return "", compared(theirs, mine, ulps, zero_signs) is None
+
+
+def _every_gradient_stored(reading: Reading, buffers) -> tuple[Reading, dict] | None:
+    """The program with each f32 gradient of its top level stored into a buffer of its own
+    (a rejected one built with its rule lifted, as confirm.gradients_shown makes it), and its
+    inputs with those buffers added; None where it has none to add."""
+    statements = reading.statements
+    if statements is None:
+        return None
+    if rejection(reading) is not None:  # run whole: a variant that accepts it computes values
+        shown = gradients_shown(reading, buffers)
+        return (shown[0], shown[1]) if shown is not None else None
+    try:
+        program = reading.program()
+    except IRError:
+        return None
+    gradients = [s for s in program.statements if isinstance(s, Define) and
+                 s.expansion is not None and s.node.dtype == "f32"]
+    if not gradients:
+        return None
+    taken = {s.target for s in statements if s.target}
+    slot = max(reading.slots, default=-1) + 1
+    lines, inputs = [], dict(buffers)
+    for k, d in enumerate(gradients):
+        target = f"%all{k}"
+        while target in taken:
+            target += "_"
+        shape = ",".join(str(n) for n in d.node.shape)
+        lines += [f"{target} = buffer slot={slot + k} dtype=f32 shape=[{shape}]",
+                  f"store {target} {d.name}"]
+        inputs[slot + k] = np.zeros(d.node.shape, np.float32)
+    again = Reading(reading.source.rstrip("\n") + "\n" + "\n".join(lines) + "\n",
+                    measure=False)
+    return (again, inputs) if again.statements is not None and again.error is None else None
+
+
+def _located(impl, reading: Reading, buffers, location: dict, found: Rechecked, name: str,
+             ulps: int, zero_signs: bool) -> None:
+    kind, line = location.get("kind", ""), location.get("line")
+    statement = next((s for s in reading.statements or () if s.line == line), None)
+    if statement is None:
+        found.claim("located", False, f"{name}: line {line} is no statement of the program")
+        return
+    if location.get("op") and location.get("op") != statement.op:
+        found.claim("located", False, f"{name}: line {line} is a `{statement.op}`, the "
+                    f"location says `{location.get('op')}`")
+        return
+    if kind == "rejection":
+        problem = rejection(reading)
+        at = getattr(problem, "line", None)
+        found.claim("located", at == line,
+                    f"{name}: the reference rejects at line {at}, the location says {line}")
+        return
+    if kind != "value":
+        found.left_out[f"a location of kind {kind!r} (only values and rejections are "
+                       "re-probed)"] += 1
+        return
+    said = _value_probe(impl, reading, buffers, statement, ulps, zero_signs)
+    found.claim("located", not said, f"{name}: line {line}: {said}")
+
+
+def _value_probe(impl, reading: Reading, buffers, statement, ulps: int,
+                 zero_signs: bool) -> str:
+    """'' when the statement's value departs from the spec's and its operands' do not, each
+    stored into a buffer of its own; else what the probe found."""
+    try:
+        program = reading.program()
+    except IRError as problem:
+        return f"the program does not build ({problem})"
+    defined = {s.name: s.node for s in program.statements if isinstance(s, Define)}
+    names = [statement.target] + [o for o in statement.operands
+                                  if isinstance(o, str) and o.startswith("%")]
+    shown = [(n, defined[n]) for n in dict.fromkeys(names) if n in defined and
+             defined[n].dtype in ("f32", "i32", "bool") and defined[n].shape is not None]
+    if not shown or shown[0][0] != statement.target:
+        return "its value cannot be stored at the top level (the probe re-runs none)"
+    slot = max(reading.slots, default=-1) + 1
+    lines, inputs = [], dict(buffers)
+    for k, (n, node) in enumerate(shown):
+        dims = ",".join(str(x) for x in node.shape)
+        lines += [f"%probe{k} = buffer slot={slot + k} dtype={node.dtype} shape=[{dims}]",
+                  f"store %probe{k} {n}"]
+        inputs[slot + k] = np.zeros(node.shape, cases.values_array([], node.dtype).dtype)
+    again = Reading(reading.source.rstrip("\n") + "\n" + "\n".join(lines) + "\n",
+                    measure=False)
+    want = again.outcome(inputs)
+    got = impl.run_case(again.source, inputs, again.slots)
+    if want.status != "ok" or got.status != "ok":
+        return f"the probe ran: spec {want.status}, implementation {got.status}"
+
+    def departs(k: int) -> bool:
+        return compared(Outcome("ok", {slot + k: want.buffers[slot + k]}),
+                        Outcome("ok", {slot + k: got.buffers.get(slot + k, np.zeros(0))}),
+                        ulps, zero_signs) is not None
+    if not departs(0):
+        return "its value agrees with the spec's"
+    early = [n for k, (n, _) in enumerate(shown) if k and departs(k)]
+    return f"its operands {', '.join(early)} already depart" if early else ""
+
+
+def add_parser(commands) -> None:
+    parser = commands.add_parser(
+        "recheck", help="re-check every claim of a run's JSON report against the "
+        "implementation, outside the run")
+    parser.add_argument("report", metavar="REPORT.json")
+    parser.add_argument("--impl", required=True)
+    parser.add_argument("--case-timeout", type=float, default=20.0)
+    add_containment(parser.add_argument, "--")
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        text = cases.read_file(args.report, REPORT_BYTES)
+        report = json.loads(text)
+    except (OSError, ValueError) as problem:
+        print(f"error: {args.report}: {problem}", file=sys.stderr)
+        return 2
+    if not isinstance(report, dict):
+        print(f"error: {args.report}: not a report (a JSON object)", file=sys.stderr)
+        return 2
+    impl = load_implementation(args.impl, args.case_timeout, confinement_of(args))
+    try:
+        found = recheck(impl, report)
+    except ValueError as problem:
+        print(f"error: {args.report}: {problem}", file=sys.stderr)
+        return 2
+    finally:
+        impl.close()
+    for line in found.lines():
+        print(line)
+    if not found.checked:
+        print(f"error: {args.report}: no claim to re-check", file=sys.stderr)
+        return 2
+    false = sum(len(v) for v in found.false.values())
+    print(f"{found.checked} claims re-checked against {args.impl}: "
+          f"{'every one holds' if not false else f'{false} false'}")
+    return 1 if false else 0
