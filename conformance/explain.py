@@ -223,7 +223,10 @@ def prefer(divergences) -> None:
 def verdict_lines(divergences, shown: int = 3) -> list[str]:
     """The run's verdict, for the end of the terminal output: the crashes, one line per
     cause (docs/diagnosis.md, "Crashes"); the variants that explain the most divergences
-    (each with where those divergences were located); then how many no variant explains."""
+    (each with where those divergences were located), then the pairs; then how many no
+    variant explains. Each divergence is counted on one line (a divergence several variants
+    reproduce, under the first its diagnosis names), so that the lines add up to the run's
+    divergences; what is not shown by name is one line of its own."""
     from gradient_conformance.reports.records import crash_causes
     divergences = list(divergences)
     total = len(divergences)
@@ -231,38 +234,64 @@ def verdict_lines(divergences, shown: int = 3) -> list[str]:
         return []
     # Crashes first: each exception type raised at one place of the implementation's code is
     # one cause, whatever the programs (docs/diagnosis.md, "Crashes").
+    causes = crash_causes(divergences)
     lines = [f"{len(ks)} divergence{'s' if len(ks) != 1 else ''}: {kind} at {place} "
-             f"({message[:200]})" for (kind, place), message, ks in crash_causes(divergences)]
-    crashed = {k for _, _, ks in crash_causes(divergences) for k in ks}
-    for name, count in across(divergences)[:shown]:
+             f"({message[:200]})" for (kind, place), message, ks in causes]
+    crashed = {k for _, _, ks in causes for k in ks}
+    first: dict[str, list] = {}
+    also: Counter[str] = Counter()
+    pairs: dict[str, list] = {}
+    unexplained = []
+    for k, d in enumerate(divergences, start=1):
+        if k in crashed:
+            continue
+        names = _names((d.diagnosis or {}).get("variants", []))
+        if names:
+            first.setdefault(names[0], []).append(d)
+            also.update(names[1:])
+            continue
+        for pair in (d.diagnosis or {}).get("pairs", [])[:1]:
+            named = _names(pair) if isinstance(pair, list) else []
+            if len(named) == 2:  # one pair whichever order a diagnosis gave it in
+                pairs.setdefault(" and ".join(sorted(named)), []).append(d)
+                break
+        else:
+            unexplained.append(d)
+    ranked = sorted(first.items(), key=lambda item: (-len(item[1]), item[0]))
+    for name, explained in ranked[:shown]:
         says = CATALOGUE[name].says if name in CATALOGUE else ""
         places: Counter[str] = Counter()
-        for d in divergences:
-            if any(isinstance(n, dict) and n.get("name") == name
-                   for n in (d.diagnosis or {}).get("variants", [])):
-                where = d.location or {}
-                if where.get("line"):
-                    places[f"{where.get('kind')} at `{where.get('op')}`"] += 1
+        for d in explained:
+            where = d.location or {}
+            if where.get("line"):
+                places[f"{where.get('kind')} at `{where.get('op')}`"] += 1
         located = "; ".join(f"{place} ({n})" for place, n in places.most_common(3))
-        lines.append(f"{name} explains {count} of {total} divergences: the spec, but one that "
-                     f"{says}" + (f"; located: {located}" if located else ""))
-    pairs: Counter[str] = Counter()
-    for d in divergences:
-        if not (d.diagnosis or {}).get("variants"):
-            for pair in (d.diagnosis or {}).get("pairs", [])[:1]:
-                named = [n["name"] for n in pair if isinstance(n, dict) and
-                         isinstance(n.get("name"), str)]
-                if len(named) == 2:  # one pair whichever order a diagnosis gave it in
-                    pairs[" and ".join(sorted(named))] += 1
-    for both, count in pairs.most_common(shown):
-        lines.append(f"{both} together explain {count} of {total} divergences that no "
-                     "variant explains alone")
-    unexplained = [d for k, d in enumerate(divergences, start=1)
-                   if not (d.diagnosis or {}).get("variants") and
-                   not (d.diagnosis or {}).get("pairs") and k not in crashed]
+        more = (f" (and reproduces {also[name]} more, named after another variant there)"
+                if also[name] else "")
+        lines.append(f"{name} explains {len(explained)} of {total} divergences{more}: the "
+                     f"spec, but one that {says}" + (f"; located: {located}" if located else ""))
+    if len(ranked) > shown:
+        rest = ranked[shown:]
+        lines.append(f"{sum(len(ds) for _, ds in rest)} of {total} divergences are explained "
+                     f"by {len(rest)} other variants: "
+                     + ", ".join(f"{name} ({len(ds)})" for name, ds in rest))
+    ranked_pairs = sorted(pairs.items(), key=lambda item: (-len(item[1]), item[0]))
+    for both, explained in ranked_pairs[:shown]:
+        lines.append(f"{both} together explain {len(explained)} of {total} divergences that "
+                     "no variant explains alone")
+    if len(ranked_pairs) > shown:
+        rest = ranked_pairs[shown:]
+        lines.append(f"{sum(len(ds) for _, ds in rest)} of {total} divergences are explained "
+                     f"by {len(rest)} other pairs")
     if unexplained:
         at_a_line = sum(1 for d in unexplained if (d.location or {}).get("line"))
         lines.append(f"{len(unexplained)} of {total} divergences no known variant explains "
                      f"alone or in a pair{', and no crash' if crashed else ''}; {at_a_line} "
                      "of them located at a statement")
     return lines
+
+
+def _names(named) -> list[str]:
+    """The variant names of a diagnosis's list of named variants (records: data to check)."""
+    return [n["name"] for n in named if isinstance(n, dict) and isinstance(n.get("name"), str)] \
+        if isinstance(named, list) else []

@@ -92,8 +92,9 @@ def reduce_finding(finding: Finding, impl, *, runs: int = RUNS,
     if finding.got.status == "failure":
         return Reduction(finding, len(statements), len(statements),
                          reason="the implementation failed (a crash, a timeout or junk): each "
-                         "smaller program would cost a restart, and the location finds where "
-                         "it starts")
+                         "smaller program would cost a restart; the location cuts the program "
+                         "where one way of failing can be told (a signal, an exception of its "
+                         "code)")
     if finding.comparison != "outcomes":
         return Reduction(finding, len(statements), len(statements),
                          reason="its check compares with the true derivative, which the "

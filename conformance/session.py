@@ -62,6 +62,8 @@ class Run:
         self.interrupted = ""  # what happened, when the run was cut short
         self.ended_sent = (0, 0)  # this process's Ended, as far as its records have told
         self.reported: set[str] = set()  # the node ids a record came for
+        # The crash causes (type at place) whose message this process has shown in full.
+        self.causes_shown: set[str] = set()
         self.known: Known | None = None  # the entries of --known (known.py), when given
         self.known_written: pathlib.Path | None = None  # where --write-known wrote
 
@@ -144,17 +146,28 @@ class Run:
                 record["outcome"] = "xfailed"
         if found:
             from gradient_conformance.reports.records import divergence_to_dict
-            from gradient_conformance.reports.terminal import terminal_text
             first, more = found[0], found[1:]
             if first.source or first.elements:
                 report.longrepr = "\n\n".join(
-                    [terminal_text(first)] + [f"--- another divergence of this check, of "
-                                              f"another signature ({k} of {len(more)}) ---\n"
-                                              + terminal_text(m) for k, m in enumerate(more, 1)])
+                    [self._shown(first)] + [f"--- another divergence of this check, of "
+                                            f"another signature ({k} of {len(more)}) ---\n"
+                                            + self._shown(m) for k, m in enumerate(more, 1)])
             record["divergence"] = divergence_to_dict(first)
             if more:
                 record["more"] = [divergence_to_dict(m) for m in more]
         return {**record, **self._skip_reason(report)}
+
+    def _shown(self, d: Divergence) -> str:
+        """A divergence's text for the terminal: a crash's message in full the first time
+        this process shows its cause (type and place), then only the cause, named."""
+        from gradient_conformance.reports.records import crash_cause
+        from gradient_conformance.reports.terminal import terminal_text
+        cause = crash_cause(d)
+        key = f"{cause[0]} at {cause[1]}" if cause is not None else ""
+        shown = key if key in self.causes_shown else ""
+        if key:
+            self.causes_shown.add(key)
+        return terminal_text(d, shown_before=shown)
 
     @staticmethod
     def _skip_reason(report: pytest.TestReport) -> dict:

@@ -255,6 +255,17 @@ _RAISED = re.compile(r"(?:rejected by a crash: |it raised |it ran out of recursi
                      r"([A-Za-z_][\w.]*): (.*) \(([^()\n]+:\d+)\)", re.S)
 
 
+def raised_at(message: str) -> tuple[str, str, str] | None:
+    """(exception type, the place in the implementation's code, its message) when a failure's
+    `message` is an exception the implementation raised, as the transports word it; else
+    None."""
+    found = _RAISED.fullmatch((message or "").strip())
+    if found is None:
+        return None
+    kind, said, place = found.groups()
+    return kind, place, said
+
+
 def crash_cause(d: Divergence) -> tuple[str, str, str] | None:
     """(exception type, the place in the implementation's code it was raised, its message)
     when `d` is a crash (a failure, or a run-time error, whose message is an exception the
@@ -262,11 +273,7 @@ def crash_cause(d: Divergence) -> tuple[str, str, str] | None:
     (docs/diagnosis.md, "Crashes")."""
     if d.actual_status not in ("failure", "run-error"):
         return None
-    found = _RAISED.fullmatch(d.actual_message.strip())
-    if found is None:
-        return None
-    kind, message, place = found.groups()
-    return kind, place, message
+    return raised_at(d.actual_message)
 
 
 def crash_causes(divergences: list[Divergence]) -> list[tuple[tuple[str, str], str, list[int]]]:

@@ -7,6 +7,7 @@ from gradient_conformance.reports.records import Divergence
 
 SHOWN_VALUES = 16  # input values per slot in the terminal
 LINE_LIMIT = 160  # characters of a program's line in the terminal; the report keeps it whole
+MESSAGE_LINES = 40  # lines of what the implementation said, in the terminal; the report: all
 
 
 def cut(line: str, limit: int = LINE_LIMIT) -> str:
@@ -19,10 +20,12 @@ def cut(line: str, limit: int = LINE_LIMIT) -> str:
             f"{len(line)}; the report has the line whole] ... {tail}")
 
 
-def terminal_text(d: Divergence) -> str:
+def terminal_text(d: Divergence, *, shown_before: str = "") -> str:
     """A divergence as the terminal shows a failed check: what differs, the program (the
     case's, not the suite's source) with the lines that made the differing slot marked, the
-    inputs in decimal and hex, what the implementation said, and how to replay it."""
+    inputs in decimal and hex, what the implementation said (MESSAGE_LINES of it at most;
+    only named, as `shown_before`, for a crash whose cause an earlier divergence showed),
+    and how to replay it."""
     out = [d.summary] + ([d.description] if d.description and d.description != d.summary
                          else [])
     tape = is_tape(d)
@@ -62,10 +65,18 @@ def terminal_text(d: Divergence) -> str:
     if tape and d.trace:
         out += ["--- the reference's backprop, from the last entry (shares in arrival "
                 "order) ---", d.trace]
-    if d.actual_message and d.actual_message not in d.summary:
+    if d.actual_message and d.actual_message not in d.summary and shown_before:
+        out.append(f"--- the implementation said: the same crash as an earlier divergence of "
+                   f"this run ({shown_before}); its message is shown in full once, there ---")
+    elif d.actual_message and d.actual_message not in d.summary:
         # Each of its lines marked as its own, so that none reads as one of the suite's.
-        out += ["--- the implementation said ---",
-                *(f"| {line}" for line in d.actual_message.splitlines())]
+        said = d.actual_message.splitlines()
+        if len(said) > MESSAGE_LINES:  # a student's exception may print thousands of lines
+            cut_out = len(said) - MESSAGE_LINES
+            said = [*said[:MESSAGE_LINES // 2],
+                    f"... [{cut_out} lines cut, of {len(said)}; the report has them all] ...",
+                    *said[-MESSAGE_LINES // 2:]]
+        out += ["--- the implementation said ---", *(f"| {line}" for line in said)]
     if d.diagnosis_line:
         out.append(d.diagnosis_line)
     if d.location_line:

@@ -372,10 +372,39 @@ def test_the_verdict_prefers_the_variant_that_explains_the_most():
     assert lines[0].startswith("reversed-arrival explains 3 of 6 divergences: the spec, "
                                "but one that sums a node's shares in the reverse")
     assert "located: fold at `load` (3)" in lines[0]
-    assert "idiv-floors and mod-divisor-sign together explain 2 of 6 divergences" in lines[3]
+    assert "idiv-floors and mod-divisor-sign together explain 2 of 6 divergences" in lines[1]
     assert not any("mod-divisor-sign and idiv-floors" in line for line in lines), lines
     assert lines[-1].startswith("1 of 6 divergences no known variant explains")
+    assert _added_up(lines) == 6, lines
     assert reference.SPEC is SPEC
+
+
+def _added_up(lines: list[str]) -> int:
+    """The divergences the verdict's lines count, each line's own."""
+    import re
+    counts = [re.match(r"(\d+) |.*? explains? (\d+) of ", line) for line in lines]
+    assert all(counts), lines
+    return sum(int(m.group(1) or m.group(2)) for m in counts if m)
+
+
+def test_the_verdict_s_lines_add_up_to_the_run_s_divergences():
+    """Issue 53: the verdict counted a divergence that several variants reproduce once for
+    each, and left out the variants past the first three, so its lines did not add up. Each
+    divergence is counted on one line, under the first variant its diagnosis names; the
+    variants not shown by name are one line of their own; a crash is a cause of its own."""
+    run = [_divergence("pairwise", "reversed-arrival"), _divergence("reversed-arrival"),
+           _divergence("program-order"), _divergence("idiv-floors"),
+           _divergence("mod-divisor-sign"), Divergence(check="c", test_id="u", summary="s"),
+           Divergence(check="c", test_id="x", summary="s", actual_status="failure",
+                      actual_message="rejected by a crash: TypeError: no (student.py:3)")]
+    prefer(run)
+    lines = verdict_lines(run, shown=2)
+    assert _added_up(lines) == len(run), lines
+    assert lines[0].startswith("1 divergence: TypeError at student.py:3"), lines
+    assert lines[1].startswith("reversed-arrival explains 2 of 7 divergences (and reproduces "
+                               "1 more, named after another variant there)") or \
+        lines[1].startswith("reversed-arrival explains 2 of 7 divergences:"), lines
+    assert lines[3].startswith("2 of 7 divergences are explained by 2 other variants: "), lines
 
 
 # Where the failure stage breaks (docs/diagnosis.md, "The failure stage"): the reducer, the

@@ -16,7 +16,7 @@ from gradient_conformance.conformance.readings import Reading
 from gradient_conformance.conformance.transports.loading import load
 from gradient_conformance.reference import cases
 from gradient_conformance.reference.tape import backprop_bits
-from tests.conftest import CASES
+from tests.conftest import CASES, ROOT
 
 
 def _located(spec: str, case_file: str, *, guess: bool = True, **kwargs):
@@ -221,3 +221,26 @@ def test_a_tape_s_values_are_not_taken_for_operand_indices():
     assert "the sum of the 2 shares it receives (from entries 3, 3)" in text, text
     assert "the shares it sends to entry 0" in text and "made of the 2 shares" in text, text
     assert "entry 1" not in text and "entry 2" not in text, text  # the inputs' values 0.0
+
+
+def test_a_crash_of_the_implementation_s_code_is_located_where_it_starts():
+    """Issue 53: every crash said "reduced: no (... the location finds where it starts)" and
+    then "location: none". A failure that names an exception of the implementation's code
+    (type and place) is located as a signal is: the shortest prefix that crashes the same
+    way, by bisection."""
+    import numpy as np
+    source = ("%a = buffer slot=0 dtype=f32 shape=[3]\n%o = buffer slot=1 dtype=f32 shape=[]\n"
+              "%x = load %a\n%y = mul %x %x\n%s = reduce %y op=add\n%t = mul %s 2.0\n"
+              "store %o %t\n")
+    reading = Reading(source)
+    buffers = {0: np.ones(3, np.float32), 1: np.zeros((), np.float32)}
+    impl = load(str(ROOT / "tests" / "impls" / "crashes_at_reduce.py"))
+    try:
+        got = impl.run_case(source, buffers, reading.slots)
+        assert got.status == "failure" and "TypeError" in got.message, got
+        where = locate(impl, reading, buffers, reading.outcome(buffers), got)
+    finally:
+        impl.close()
+    assert (where.line, where.kind) == (5, "crash"), where.text()
+    assert "the implementation crashes with TypeError at " in where.says, where.says
+    assert "; cut before it, the program was not" in where.says

@@ -409,3 +409,27 @@ def test_the_lines_about_a_divergence_agree_with_each_other_and_the_case():
         where.text()
     assert _kind(Reading("%i = range -1\nend %i\n")) == "invalid"
     assert _kind(Reading("%a = buffer slot=0 dtype=f32 shape=[]\n")) == ""
+
+
+def test_a_crash_s_message_is_shown_once_and_cut_to_its_ends():
+    """Issue 53: one student's TypeError filled 9,088 lines of the terminal, once for each
+    divergence it caused. What the implementation said is shown to MESSAGE_LINES lines (its
+    start and its end, the cut said; the report keeps it whole), and a crash whose cause
+    (type and place) an earlier divergence of the process showed is only named."""
+    from gradient_conformance.reports.records import Divergence
+    from gradient_conformance.reports.terminal import MESSAGE_LINES, terminal_text
+    said = "\n".join(["TypeError: bad operand (student.py:3)",
+                      *(f"  frame {k}" for k in range(9000))])
+    d = Divergence(check="c", test_id="t", summary="the implementation misbehaved",
+                   source="%a = buffer slot=0 dtype=f32 shape=[]\n", actual_status="failure",
+                   actual_message=said)
+    text = terminal_text(d)
+    marked = [line for line in text.splitlines() if line.startswith("| ")]
+    assert len(marked) == MESSAGE_LINES + 1, len(marked)
+    assert "| ... [8961 lines cut, of 9001; the report has them all] ..." in marked
+    assert marked[0] == "| TypeError: bad operand (student.py:3)" and \
+        marked[-1] == "|   frame 8999"
+    again = terminal_text(d, shown_before="TypeError at student.py:3")
+    assert not any(line.startswith("| ") for line in again.splitlines())
+    assert "the same crash as an earlier divergence of this run (TypeError at student.py:3)" \
+        in again

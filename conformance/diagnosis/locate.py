@@ -58,6 +58,7 @@ from gradient_conformance.reference.program import (
 )
 from gradient_conformance.reference.rules import rule_key
 from gradient_conformance.reference.tape import LEAVES
+from gradient_conformance.reports.records import raised_at
 
 MAX_PROBES = 48  # probe slots in one run of the implementation
 
@@ -101,11 +102,12 @@ def locate(impl, reading: Reading, buffers, want: Outcome, got: Outcome, *,
     that reproduce every output (diagnosis), which may decide between candidates."""
     statements = reading.statements or []
     if got.status == "failure":
-        signal = killed_by(got.message)
-        if signal is not None and want.status == "ok" and statements:
-            return _Probe(impl, reading, None, buffers, want, got).refusal(signal)
-        return Location(reason="the implementation misbehaved (a crash, a timeout or junk): "
-                        "there is no value to probe")
+        how = failed_as(got.message)
+        if how is not None and want.status == "ok" and statements:
+            return _Probe(impl, reading, None, buffers, want, got).refusal(how)
+        return Location(reason="the implementation misbehaved (a timeout, junk, or a failure "
+                        "that names no signal and no exception of its code): there is no "
+                        "value to probe, and no one way of failing to find the start of")
     if rule is not None or (want.status == "rejected" and got.status == "ok"):
         lines = [s.line for s in statements if s.op == "gradient"]
         if len(lines) == 1:
@@ -136,6 +138,17 @@ def locate(impl, reading: Reading, buffers, want: Outcome, got: Outcome, *,
                         "found the difference otherwise)")
     return _Probe(impl, reading, program, buffers, want, got, ulps=ulps,
                   variants=variants).forward(difference.elements[0].slot)
+
+
+def failed_as(message: str) -> str | None:
+    """How a failure's message says the implementation failed, in words that tell one way of
+    failing from another: the signal that killed its process, or the exception it raised and
+    the place in its own code (reports.records.raised_at); None for any other failure."""
+    signal = killed_by(message)
+    if signal is not None:
+        return f"killed by {signal}"
+    raised = raised_at(message)
+    return f"crashes with {raised[0]} at {raised[1]}" if raised is not None else None
 
 
 def killed_by(message: str) -> str | None:
@@ -200,7 +213,7 @@ class _Asker:
         got = self.impl.run_case(prefix.source, buffers, prefix.slots) \
             if self.got.status != "rejected" else self.impl.build_only(prefix.source)
         if signal is not None:
-            return got.status == "failure" and killed_by(got.message) == signal
+            return got.status == "failure" and failed_as(got.message) == signal
         return got.status == self.got.status
 
     def ask(self, wanted: list[tuple]) -> dict[str, object] | str:
@@ -296,19 +309,21 @@ class _Probe:
 
     def refusal(self, signal: str | None = None) -> Location:
         """Where an implementation that refuses a valid program (a rejection, a run-time
-        error, or its process killed by `signal`, a trap) starts to: the shortest prefix of
-        the program, cut between top-level statements, that it refuses the same way, found
-        by bisection (each prefix a program the spec accepts)."""
+        error, or a failure: its process killed by a signal, a trap, or a crash of its code,
+        as `signal` words it, failed_as) starts to: the shortest prefix of the program, cut
+        between top-level statements, that it refuses the same way, found by bisection
+        (each prefix a program the spec accepts)."""
         units = _top_level_units(self.reading.statements)
 
-        how = f"killed by {signal}" if signal else \
+        how = signal if signal else \
             ("rejected" if self.got.status == "rejected" else "failed to run")
+        unlike = "no such crash" if how.startswith("crashes") else "not " + how
 
         def refused(k: int) -> bool | None:
             answer = self.asker.refuses(units[k][1], signal)
             if answer is not None:
                 self.decided.append(f"the prefix to line {units[k][1]}: "
-                                    f"{how if answer else 'not ' + how}")
+                                    f"{how if answer else unlike}")
             return answer
         low, high = 0, len(units) - 1  # the whole program is refused: high holds
         while low < high:
@@ -320,9 +335,11 @@ class _Probe:
         line = units[low][0]
         self.decided.append(f"the whole program: {how} (the check's own run)")
         if signal is not None:
+            who = "the implementation's process is" if signal.startswith("killed") else \
+                "the implementation"
             return self.done(line, (
-                f"line {line}, `{_text(self.reading, line)}`: the implementation's process "
-                f"is killed by {signal} from this statement on, where the spec runs it"
+                f"line {line}, `{_text(self.reading, line)}`: {who} {signal} from this "
+                "statement on, where the spec runs it"
                 + ("; cut before it, the program was not" if low > 0 else "")), kind="crash")
         said = self.got.message.splitlines()[0][:200] if self.got.message else ""
         return self.done(line, (
