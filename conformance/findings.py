@@ -84,7 +84,8 @@ class Finding:
     rule: str | None = None
     ulps: int = 0
     # How the check compared: "outcomes" (compare, within `ulps`, of what the implementation
-    # claims), which the reducer can repeat; "truth" (near_the_truth), which it does not.
+    # claims), which the reducer can repeat; "truth" (near_the_truth) and "bound" (within the
+    # bound declared ulps propagate, conformance/propagated.py), which it does not.
     comparison: str = "outcomes"
 
 

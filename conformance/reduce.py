@@ -97,8 +97,10 @@ def reduce_finding(finding: Finding, impl, *, runs: int = RUNS,
                          "code)")
     if finding.comparison != "outcomes":
         return Reduction(finding, len(statements), len(statements),
-                         reason="its check compares with the true derivative, which the "
-                         "reducer does not repeat")
+                         reason=("its check compares with the true derivative"
+                                 if finding.comparison == "truth" else
+                                 "its check compares within the bound declared ulps "
+                                 "propagate") + ", which the reducer does not repeat")
     search = _Search(finding, case, impl, runs, deadline,
                      known if known is not None and known(finding) is None else None)
     try:

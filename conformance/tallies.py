@@ -47,13 +47,17 @@ ULPS = "within the declared ulps"
 TRUTH = "against the true derivative"
 
 
+# Values computed from an op's results whose error is declared in ulps (running.beyond_the_op).
+PROPAGATED = "within the bound the declared ulps propagate"
+
+
 STATUS = "statuses"  # a rejection, an acceptance or a run-time error, by kind
 
 
 LINES = "line numbers in messages"  # a text error's line, as ir.md asks of every message
 
 
-HOW = (BITS, ULPS, TRUTH, STATUS, LINES)
+HOW = (BITS, ULPS, PROPAGATED, TRUTH, STATUS, LINES)
 
 
 # What an `#: error-mentions` line says beyond a line number: the reference's own words.
