@@ -45,6 +45,9 @@ class Case:
     error: str | None = None  # None: valid; "any": some rejection; else the kind
     mentions: list[str] = field(default_factory=list)
     run_error: bool = False
+    # The decisions of SPEC.md its expectation rests on (`#: decision NAME`, SPEC.md's
+    # opening), not the course's text.
+    decisions: list[str] = field(default_factory=list)
 
 
 def value(token: str, dtype: str):
@@ -145,6 +148,8 @@ def parse_case(source: str, name: str = "<case>") -> Case:
             case.error = kind or "any"
         elif re.match(r"#:\s*run-error\b", line):
             case.run_error = True
+        elif re.match(r"#:\s*decision\s", line):
+            case.decisions += line.split("decision", 1)[1].split()
     return case
 
 

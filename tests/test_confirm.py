@@ -273,3 +273,47 @@ def test_a_decision_whose_control_program_the_implementation_still_fails_is_not_
     [evidence] = [e for e in diagnosis.evidence if e["name"] == "attributes-in-written-order"]
     assert evidence["against"].startswith("the control program"), evidence
     assert "rests on a decision" not in diagnosis.line()
+
+
+def test_the_separating_programs_reach_the_variant_s_own_dimension():
+    """Issue 53: two faults were named by a variant that no separating program could tell
+    from them. A sum folded from +0.0 reproduces numpy's on short rows (both +0.0 for a row of
+    -0.0); a row of sixteen (cases/ops/reduce_long_row.ir), where numpy's eight accumulators
+    keep what a left fold loses, refutes it."""
+    impl = load(str(ROOT / "tests" / "impls" / "sum_from_zero.py"))
+    try:
+        source = ("%a = buffer slot=0 dtype=f32 shape=[3]\n%o = buffer slot=1 dtype=f32 "
+                  "shape=[]\n%x = load %a\n%s = reduce %x op=add\nstore %o %s\n")
+        reading = readings.Reading(source)
+        buffers = {0: np.full(3, -0.0, np.float32), 1: np.zeros((), np.float32)}
+        got = impl.run_case(source, buffers, reading.slots)
+        diagnosis, _ = explain_finding(findings.Finding(
+            "", reading.outcome(buffers), got, findings.ProgramCase(reading, buffers)), impl)
+    finally:
+        impl.close()
+    assert "numpy-sum" in diagnosis.candidates and "numpy-sum" not in diagnosis.variants
+    [evidence] = [e for e in diagnosis.evidence if e["name"] == "numpy-sum"]
+    assert "reduce_long_row.ir" in evidence["against"], evidence
+
+
+def test_literals_read_to_nineteen_digits_are_not_named_binary64():
+    """The second fault of the test above: 1 + 2^-24 + 2^-60 rounds down when read to 19
+    digits and when rounded through binary64 first; the tie of
+    cases/ops/literals_past_nineteen_digits.ir parts them."""
+    impl = load(str(ROOT / "tests" / "impls" / "literals_19_digits.py"))
+    try:
+        source = ("%o = buffer slot=0 dtype=f32 shape=[]\n"
+                  "store %o 1.00000005960464477539930797162372371\n")
+        reading = readings.Reading(source)
+        buffers = {0: np.zeros((), np.float32)}
+        got = impl.run_case(source, buffers, reading.slots)
+        want = reading.outcome(buffers)
+        assert got.buffers[0].tobytes() != want.buffers[0].tobytes()
+        diagnosis, _ = explain_finding(findings.Finding(
+            "", want, got, findings.ProgramCase(reading, buffers)), impl)
+    finally:
+        impl.close()
+    assert "literals-through-binary64" in diagnosis.candidates, diagnosis.line()
+    assert "literals-through-binary64" not in diagnosis.variants, diagnosis.line()
+    [evidence] = [e for e in diagnosis.evidence if e["name"] == "literals-through-binary64"]
+    assert "literals_past_nineteen_digits.ir" in evidence["against"], evidence

@@ -137,3 +137,22 @@ def test_report_agreement(figures):
                     f"{min(digits):.1f} digits of agreement, median "
                     f"{sorted(digits)[len(digits) // 2]:.1f}")
     assert AGREEMENT["first"], "no first-derivative comparison was made"
+
+
+def test_a_tie_among_copies_is_a_kink_for_a_gradient_against_the_copies():
+    """Issue 53: a reduce max of an expand's six copies, taken against the expanded vector
+    itself, was compared with "the true value 0.1666...", where no derivative exists (each
+    copy is its own variable there, and all six tie). Against the expand's operand, which
+    moves them all at once, there is no kink."""
+    import numpy as np
+
+    from gradient_conformance.conformance.readings import Reading
+    from gradient_conformance.generators.buffers import margin
+    program = ("%a = buffer slot=0 dtype=f32 shape=[]\n%o = buffer slot=1 dtype=f32 "
+               "shape={shape}\n%s = load %a\n%v = expand %s shape=[6]\n%m = reduce %v op=max\n"
+               "%g = gradient %m {x}\nstore %o %g\n")
+    against_copies = Reading(program.format(shape="[6]", x="%v"))
+    against_operand = Reading(program.format(shape="[]", x="%s"))
+    buffers = {0: np.array(1.5, np.float32)}
+    assert margin(against_copies.program(), {**buffers, 1: np.zeros(6, np.float32)}) == 0.0
+    assert margin(against_operand.program(), {**buffers, 1: np.zeros((), np.float32)}) > 1e-3

@@ -258,8 +258,8 @@ INTERNING = [
             "are written, so `reduce %x op=add axis=[0]` and `reduce %x axis=[0] op=add` are "
             "two nodes (SPEC.md decides they are one)", "Operations",
             _set(key=_attributes_in_written_order),
-            decision="**Decision:** attributes are stored in one canonical order, so "
-                     "`op=add axis=[0]` and `axis=[0] op=add` are the same node.",
+            decision="**Decision (attribute-order):** attributes are stored in one canonical "
+                     "order, so `op=add axis=[0]` and `axis=[0] op=add` are the same node.",
             control=lambda source: _each_line(source, _attributes_sorted)),
     Variant("where-literal-folded", "folds a where whose condition is a literal into the "
             "value it selects: the two are one node", "Hash consing",
@@ -1038,26 +1038,26 @@ TEXT = [
     Variant("axis-in-any-order", "reads an axis= list in any order, as the axes it names "
             "(SPEC.md decides that they are listed in strictly increasing order)", "Operations",
             _reads(_axis_in_any_order), composes=True,
-            decision="**Decision:** `axis` lists axes in strictly increasing order, each within "
-                     "the rank.",
+            decision="**Decision (axis-lists):** `axis` lists axes in strictly increasing "
+                     "order, each within the rank.",
             control=lambda source: _each_line(source, _axes_sorted)),
     Variant("negative-range-runs-none", "runs a range of a negative count no times, as one of "
             "0 (SPEC.md decides that the count must be >= 0)", "Loops",
             _reads(_negative_range_runs_none), composes=True,
-            decision="**Decision:** it must be ≥ 0, and 0 runs the body no times."),
+            decision="**Decision (range-count):** it must be ≥ 0, and 0 runs the body no times."),
     Variant("body-names-scoped", "reads a range body's names as the body's own scope: a body "
             "may define a name the outside has, and a later line may define one a body had "
             "(SPEC.md decides each name is assigned once in the whole top level)", "Text form",
             _reads(_body_names_scoped), composes=True,
-            decision="**Decision:** \"once\" holds across the whole top level, range bodies "
-                     "included: a body cannot reuse an outer name, and no later line can reuse a "
-                     "body's name."),
+            decision="**Decision (once-across-bodies):** \"once\" holds across the whole top "
+                     "level, range bodies included: a body cannot reuse an outer name, and no "
+                     "later line can reuse a body's name."),
     Variant("function-names-global", "reads the names of function bodies and of the top "
             "level as one namespace, rejecting a name one of them repeats (SPEC.md decides "
             "that a body has names of its own)", "Functions", _reads(_function_names_global),
             composes=True,
-            decision="**Decision:** a body sees only its parameters and its own names, and its "
-                     "names may repeat top-level names."),
+            decision="**Decision (body-scope):** a body sees only its parameters and its own "
+                     "names, and its names may repeat top-level names."),
     Variant("lowercase-exponent-only", "reads only a lowercase e as an exponent (1E-3 is no "
             "literal)", "Text form", _reads(_lowercase_exponent_only), composes=True),
     Variant("single-spaces", "splits a line at every space, so that two spaces make an empty "
