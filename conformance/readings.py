@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import functools
 
+import numpy as np
+
 from gradient_conformance import reference
 from gradient_conformance.conformance.outcome import Outcome
 from gradient_conformance.reference import SPEC, Semantics, cases, conditions
@@ -20,6 +22,7 @@ from gradient_conformance.reference.program import (
     Program,
     cone,
     made_by_gradient,
+    walk,
 )
 from gradient_conformance.reference.syntax import parse
 
@@ -226,3 +229,56 @@ def rejected_as(reading: Reading) -> str:
     """The kind of the reference's rejection of a program (as a case file's `#: error KIND`
     names it: syntax, invalid, or a gradient rule's code), or "" if it accepts it."""
     return str(getattr(rejection(reading), "kind", "") or "")
+
+
+def gradients_shown(reading: Reading, buffers: dict) -> tuple[Reading, dict, str] | None:
+    """A program the spec rejects by a gradient rule, made to show what the rejected gradient
+    is: where nothing computed from it is stored, it is stored into a buffer of its own
+    (zeros to start; where it is a statement of the top level), so that a variant that
+    accepts it says what it computes and the implementation's values are compared with the
+    variant's. Its inputs with that buffer added, and with a slot of f32 zeros (what a case
+    file gives a slot it says nothing of, at which most gradients are zero for every variant
+    alike) at 0.75 instead. With how it was changed, for its label ("" for neither); None
+    for any other program, one no lifted rule builds, or one whose gradient no top-level
+    store can reach."""
+    statements, problem = reading.statements, rejection(reading)
+    if statements is None or not isinstance(problem, GradientError):
+        return None
+    inputs = {s: np.full_like(a, 0.75) if a.dtype == np.float32 and a.size and not a.any()
+              else a for s, a in buffers.items()}
+    changed = ", its zeros at 0.75" if any(inputs[s] is not a for s, a in buffers.items()) \
+        else ""
+    line = problem.line
+    if stores_a_gradient(statements, line):
+        return reading, inputs, changed
+    program = conditions.rebuilt(statements, problem)
+    if program is None:
+        return None
+    # The rejected gradient, where a store can reach it: a statement of the top level, or of
+    # a range body (stored there on each pass: the last pass's value stays).
+    top = {id(d) for d in program.statements}
+    gradients = [d for d in walk(program.statements) if isinstance(d, Define) and
+                 d.line == line and d.expansion is not None and d.node.dtype == "f32"]
+    if not gradients:
+        return None
+    taken = {s.target for s in statements if s.target}
+    slot = max(program.buffers, default=-1) + 1
+    declared, kept = [], []
+    for k, d in enumerate(gradients):
+        name = f"%stored{k}"
+        while name in taken:
+            name += "_"
+        shape = ",".join(str(n) for n in d.node.shape)
+        declared.append(f"{name} = buffer slot={slot + k} dtype=f32 shape=[{shape}]")
+        kept.append(f"store {name} {d.name}")
+        inputs[slot + k] = np.zeros(d.node.shape, np.float32)
+    source = reading.source.rstrip("\n").split("\n")
+    if all(id(d) in top for d in gradients):
+        text = source + declared + kept
+    else:  # declared first, stored right after the gradient's line, in its body
+        at = source[line - 1]
+        indent = at[:len(at) - len(at.lstrip())]
+        text = declared + source[:line] + [indent + k for k in kept] + source[line:]
+    stored = Reading("\n".join(text) + "\n", measure=False)
+    return (stored, inputs, f", its gradient stored{changed}") \
+        if stored.statements is not None else None

@@ -136,7 +136,9 @@ def _ties_among_copies(program, env) -> bool:
     was given "the true value 0.1666...", where no derivative exists)."""
     for d in program.statements:
         expansion = getattr(d, "expansion", None)
-        value = env.get(expansion.x) if expansion is not None else None
+        if expansion is None:
+            continue
+        value = env.get(expansion.x)
         if value is None or np.size(value) < 2:
             continue
         if len({id(v) for v in np.asarray(value, dtype=object).flat}) == np.size(value):

@@ -2,7 +2,7 @@
 run (docs/commands.md, "Recheck"). Its claims hold on a run of a seeded fault; each kind of
 claim, made false in the report, is found false; a report with nothing to re-check, or no
 report at all, is a usage error. The re-check over the installed real systems, where the
-claims are tested, is in the second tier (tests/test_served_systems.py)."""
+claims are tested, is in the second tier (tests/test_matrix.py)."""
 
 from __future__ import annotations
 

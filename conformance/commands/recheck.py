@@ -42,14 +42,13 @@ from gradient_conformance.conformance.commands.suite import confinement_of, load
 from gradient_conformance.conformance.diagnosis.confirm import (
     bears_out,
     compared,
-    gradients_shown,
     hypothesis_of,
     uncontrolled,
 )
 from gradient_conformance.conformance.diagnosis.variants import CATALOGUE
 from gradient_conformance.conformance.options import add_containment
 from gradient_conformance.conformance.outcome import Outcome, bits_text, f32_agree
-from gradient_conformance.conformance.readings import Reading, rejection
+from gradient_conformance.conformance.readings import Reading, gradients_shown, rejection
 from gradient_conformance.reference import cases
 from gradient_conformance.reference.errors import IRError
 from gradient_conformance.reference.program import Define
@@ -131,9 +130,9 @@ def _recheck_one(impl, d: dict, found: Rechecked, name: str) -> None:
         impl.run_case(source, buffers, reading.slots)
     wrong = _reproduced(d, want, got)
     found.claim("reproduced", not wrong, f"{name}: {wrong}")
-    diagnosis = d.get("diagnosis") if isinstance(d.get("diagnosis"), dict) else {}
-    named = [[v.get("name")] for v in diagnosis.get("variants", []) if isinstance(v, dict)]
-    named += [[v.get("name") for v in pair if isinstance(v, dict)]
+    diagnosis = _mapping(d.get("diagnosis"))
+    named = [[str(v.get("name"))] for v in diagnosis.get("variants", []) if isinstance(v, dict)]
+    named += [[str(v.get("name")) for v in pair if isinstance(v, dict)]
               for pair in diagnosis.get("pairs", []) if isinstance(pair, list)]
     ulps = diagnosis.get("ulps", 0) if type(diagnosis.get("ulps", 0)) is int else 0
     zero_signs = d.get("comparison", "outcomes") != "truth"
@@ -149,14 +148,20 @@ def _recheck_one(impl, d: dict, found: Rechecked, name: str) -> None:
         if not said and whole is not None:
             found.stored[whole] += 1
     for decision in diagnosis.get("decisions", []):
-        if decision not in CATALOGUE or CATALOGUE[decision].control is None:
+        if not isinstance(decision, str) or decision not in CATALOGUE or \
+                CATALOGUE[decision].control is None:
             found.left_out["a decision without a control program (Variant.control)"] += 1
             continue
         said = uncontrolled(decision, reading, buffers, want, got, impl, ulps)
         found.claim("decided", not said, f"{name}: rests on [{decision}]: {said}")
-    location = d.get("location") if isinstance(d.get("location"), dict) else {}
+    location = _mapping(d.get("location"))
     if location.get("line"):
         _located(impl, reading, buffers, location, found, name, ulps, zero_signs)
+
+
+def _mapping(value) -> dict:
+    """A record's object, or an empty one where it holds anything else (data to validate)."""
+    return value if isinstance(value, dict) else {}
 
 
 def _buffers(inputs) -> dict[int, np.ndarray]:
@@ -227,7 +232,7 @@ def _named(impl, reading: Reading, buffers, want: Outcome, got: Outcome, names: 
 
 def _every_gradient_stored(reading: Reading, buffers) -> tuple[Reading, dict] | None:
     """The program with each f32 gradient of its top level stored into a buffer of its own
-    (a rejected one built with its rule lifted, as confirm.gradients_shown makes it), and its
+    (a rejected one built with its rule lifted, as readings.gradients_shown makes it), and its
     inputs with those buffers added; None where it has none to add."""
     statements = reading.statements
     if statements is None:

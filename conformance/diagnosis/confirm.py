@@ -49,14 +49,13 @@ from gradient_conformance.conformance.findings import Finding, TapeCase
 from gradient_conformance.conformance.outcome import Difference, Outcome, compare
 from gradient_conformance.conformance.readings import (
     Reading,
+    gradients_shown,
     rejection,
     stores_a_gradient,
 )
 from gradient_conformance.conformance.running import trapped_by, unsupported_by
 from gradient_conformance.reference import cases
-from gradient_conformance.reference.conditions import rebuilt
 from gradient_conformance.reference.errors import RULES, GradientError
-from gradient_conformance.reference.program import Define, walk
 from gradient_conformance.reference.semantics import Semantics
 from gradient_conformance.reference.tape import backprop_bits, load_tape_case
 
@@ -475,59 +474,6 @@ def _sources(finding: Finding, impl, library: CaseFiles, deadline: float) -> lis
     sources.append(_Source(_listed(listed()), shared=True))
     sources.append(_Source(_drawn_into(_program_strategy(), deadline, drawn), shared=True))
     return sources
-
-
-def gradients_shown(reading: Reading, buffers: dict) -> tuple[Reading, dict, str] | None:
-    """A program the spec rejects by a gradient rule, made to show what the rejected gradient
-    is: where nothing computed from it is stored, it is stored into a buffer of its own
-    (zeros to start; where it is a statement of the top level), so that a variant that
-    accepts it says what it computes and the implementation's values are compared with the
-    variant's. Its inputs with that buffer added, and with a slot of f32 zeros (what a case
-    file gives a slot it says nothing of, at which most gradients are zero for every variant
-    alike) at 0.75 instead. With how it was changed, for its label ("" for neither); None
-    for any other program, one no lifted rule builds, or one whose gradient no top-level
-    store can reach."""
-    statements, problem = reading.statements, rejection(reading)
-    if statements is None or not isinstance(problem, GradientError):
-        return None
-    inputs = {s: np.full_like(a, 0.75) if a.dtype == np.float32 and a.size and not a.any()
-              else a for s, a in buffers.items()}
-    changed = ", its zeros at 0.75" if any(inputs[s] is not a for s, a in buffers.items()) \
-        else ""
-    line = problem.line
-    if stores_a_gradient(statements, line):
-        return reading, inputs, changed
-    program = rebuilt(statements, problem)
-    if program is None:
-        return None
-    # The rejected gradient, where a store can reach it: a statement of the top level, or of
-    # a range body (stored there on each pass: the last pass's value stays).
-    top = {id(d) for d in program.statements}
-    gradients = [d for d in walk(program.statements) if isinstance(d, Define) and
-                 d.line == line and d.expansion is not None and d.node.dtype == "f32"]
-    if not gradients:
-        return None
-    taken = {s.target for s in statements if s.target}
-    slot = max(program.buffers, default=-1) + 1
-    declared, kept = [], []
-    for k, d in enumerate(gradients):
-        name = f"%stored{k}"
-        while name in taken:
-            name += "_"
-        shape = ",".join(str(n) for n in d.node.shape)
-        declared.append(f"{name} = buffer slot={slot + k} dtype=f32 shape=[{shape}]")
-        kept.append(f"store {name} {d.name}")
-        inputs[slot + k] = np.zeros(d.node.shape, np.float32)
-    source = reading.source.rstrip("\n").split("\n")
-    if all(id(d) in top for d in gradients):
-        text = source + declared + kept
-    else:  # declared first, stored right after the gradient's line, in its body
-        at = source[line - 1]
-        indent = at[:len(at) - len(at.lstrip())]
-        text = declared + source[:line] + [indent + k for k in kept] + source[line:]
-    stored = Reading("\n".join(text) + "\n", measure=False)
-    return (stored, inputs, f", its gradient stored{changed}") \
-        if stored.statements is not None else None
 
 
 def _program_strategy():

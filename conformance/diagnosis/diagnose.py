@@ -33,7 +33,11 @@ from gradient_conformance.conformance.diagnosis.variants import (
 )
 from gradient_conformance.conformance.findings import Finding, TapeCase
 from gradient_conformance.conformance.outcome import Outcome, compare
-from gradient_conformance.conformance.readings import Reading, stores_a_gradient
+from gradient_conformance.conformance.readings import (
+    Reading,
+    gradients_shown,
+    stores_a_gradient,
+)
 from gradient_conformance.conformance.running import traps
 from gradient_conformance.reference.interp import NUMPY_DTYPES
 from gradient_conformance.reference.tape import backprop_bits
@@ -304,9 +308,8 @@ def _same_values(reading: Reading, accepting: list[str], impl, ulps: int) \
         return [], 0, ("variants accept it as the implementation does, but the "
                        "implementation was not asked to run it, so none is named")
     # The values are those of the rejected gradient: stored where the program stores nothing
-    # computed from it (confirm.gradients_shown); a program where it cannot be stored shows
+    # computed from it (readings.gradients_shown); a program where it cannot be stored shows
     # none, and no values are compared (verified on 0 inputs).
-    from gradient_conformance.conformance.diagnosis.confirm import gradients_shown
     shown = gradients_shown(reading, {})
     if shown is None or not stores_a_gradient(shown[0].statements or ()):
         return list(accepting), 0, ""
