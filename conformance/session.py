@@ -236,8 +236,9 @@ class Run:
     def pytest_sessionfinish(self, session, exitstatus):
         if worker_id(self.config) is not None:
             return
-        if exitstatus == pytest.ExitCode.INTERRUPTED:
-            # Cut short, even in its first check: a report that says so, and what did not run.
+        if exitstatus in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.INTERNAL_ERROR):
+            # Cut short, even in its first check: a report that says so, and what did not run
+            # (issue 53: an INTERNALERROR's reports said nothing of it, as if complete).
             left: dict[str, list[int]] = {}  # check -> [instances not run, instances]
             for item in (i for i in session.items if is_check(i)):
                 counts = left.setdefault(check_name(item), [0, 0])
@@ -245,9 +246,11 @@ class Run:
                 counts[1] += 1
             unrun = [f"{name}" + (f" ({n} of {total})" if total > 1 else "")
                      for name, (n, total) in sorted(left.items()) if n]
+            how = "interrupted (Ctrl-C, or a signal)" \
+                if exitstatus == pytest.ExitCode.INTERRUPTED else \
+                "ended by an internal error of pytest or a plugin (INTERNALERROR, above)"
             self.interrupted = (
-                "interrupted (Ctrl-C, or a signal) after "
-                f"{time.monotonic() - self.clock:.0f} s; "
+                f"{how} after {time.monotonic() - self.clock:.0f} s; "
                 + (f"these checks did not run, or not all their instances: {', '.join(unrun)}"
                    if unrun else "every check had run" if session.items else
                    "the checks that did not run are not known here (xdist)"

@@ -443,3 +443,27 @@ def test_a_failure_of_the_stage_is_said_on_its_divergence_and_the_run_goes_on(pa
     data = json.loads(report.read_text())
     assert not data["interrupted"] and data["checks"]["test_case_file"]["failed"] == 2, data
     assert all(said in d["description"] for d in data["divergences"]), data["divergences"]
+
+
+def test_a_run_ended_by_an_internal_error_says_so_in_its_reports(tmp_path):
+    """Issue 53: a run that ended in INTERNALERROR wrote reports that said nothing of it
+    ("interrupted": ""), as if complete. A plugin that breaks pytest's own reporting after
+    the first check ends the run so; both reports say it was cut short, and what did not
+    run."""
+    (tmp_path / "breaks_pytest.py").write_text(
+        "seen = []\n"
+        "def pytest_runtest_logfinish(nodeid, location):\n"
+        "    seen.append(nodeid)\n"
+        "    if len(seen) == 2:\n"
+        "        raise RuntimeError('planted in pytest')\n")
+    report = tmp_path / "r.json"
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    code, output, _ = suite("reference", "-q", "-p", "breaks_pytest", "-k", "test_case_file",
+                            f"--report-json={report}", f"--report={tmp_path / 'r.html'}",
+                            env=env)
+    assert code == 3 and "INTERNALERROR" in output, output[-3000:]
+    data = json.loads(report.read_text())
+    assert data["interrupted"].startswith("ended by an internal error of pytest or a plugin"), \
+        data["interrupted"]
+    assert "did not run" in data["interrupted"], data["interrupted"]
+    assert "ended by an internal error" in (tmp_path / "r.html").read_text()
