@@ -35,9 +35,9 @@ def check_case_file(impl, tally, path, description: str) -> None:
     `replay`: docs/suite.md, "What a pass compared"."""
     case = cases.load_case(path)
     if case.decisions:  # said with every divergence of the file (SPEC.md's opening)
-        description += ("; its expectation rests on a decision of this project, not on the "
-                        "course's text: " + ", ".join(f"SPEC.md, Decision ({name})"
-                                                      for name in case.decisions))
+        description += ("; the file is labelled " + ", ".join(
+            f"SPEC.md's Decision ({name})" for name in case.decisions) + ": its expectation "
+            "follows this project's decision where the course's text is silent")
     reading = Reading(case.source)
     features = reading.features  # none for a file that does not parse: an error case
     if why := unsupported_by(impl, reading):

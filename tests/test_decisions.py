@@ -151,10 +151,11 @@ def test_a_case_file_resting_on_a_decision_says_so(path):
 
 def test_a_labelled_case_file_s_failure_says_it_rests_on_the_decision():
     """An implementation that reads the decision of attribute order the other way fails the
-    file labelled with it, and the failure says the expectation rests on SPEC.md's decision,
-    not on the course's text."""
+    file labelled with it, and the failure says the file's expectation follows SPEC.md's
+    decision, where the course's text is silent."""
     code, output, _ = suite("variant:attributes-in-written-order", "-k",
                             "test_case_file and attributes_in_any_order")
     assert code == 1, output[-3000:]
-    assert "its expectation rests on a decision of this project, not on the course's text: " \
-           "SPEC.md, Decision (attribute-order)" in output, output[-3000:]
+    assert "the file is labelled SPEC.md's Decision (attribute-order): its expectation " \
+           "follows this project's decision where the course's text is silent" in output, \
+        output[-3000:]
