@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from tests.conftest import CASES, ROOT, suite
+from tests.conftest import ROOT, suite
 
 FAULT = "variant:max-first-on-zeros"  # a fault the catalogue names, found by case files
 
@@ -107,4 +107,24 @@ def test_a_case_file_divergence_reads_back_from_its_inputs_bits():
                         {"slot": 1, "dtype": "i32", "shape": [], "bits": ["-3"]}])
     assert buffers[0].view("uint32").tolist() == [0x7FC0DEAD, 0x80000000]
     assert buffers[1].item() == -3
-    assert (CASES / "ops" / "max_ieee.ir").exists()
+
+
+def test_a_crash_s_location_is_probed_again(tmp_path):
+    """A crash located where it starts (the prefix bisection) holds when re-checked; moved
+    to a line before it, it is found false."""
+    impl = str(ROOT / "tests" / "impls" / "crashes_at_reduce.py")
+    path = tmp_path / "run.json"
+    status, out, _ = suite(impl, "-k", "test_case_file and reduce_fold_left",
+                           f"--report-json={path}")
+    assert status == 1, out
+    report = json.loads(path.read_text())
+    [d] = [d for d in report["divergences"] if d["location"].get("kind") == "crash"]
+    status, out = recheck(path, impl)
+    assert status == 0 and "located: 1 claims re-checked, 0 false" in out, out
+    lines = d["source"].splitlines()
+    d["location"]["line"] = next(k for k, text in enumerate(lines, start=1)
+                                 if text.startswith("%x = load"))
+    d["location"]["op"] = "load"
+    path.write_text(json.dumps(report))
+    status, out = recheck(path, impl)
+    assert status == 1 and "located: 1 claims re-checked, 1 false" in out, out

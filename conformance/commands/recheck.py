@@ -19,9 +19,11 @@ is the audit of those words, by other means than the run's own:
   where the implementation must no longer depart as it did (confirm.uncontrolled);
 - **located**: a value located at a statement (`kind` "value") is probed again, the
   statement and each of its operands stored: the statement's value departs from the spec's,
-  its operands' do not; a rejection located at a line is the line the reference rejects at.
-  The locator's other kinds (shares, folds, hash consing, loops, crashes) are counted as not
-  re-probed, by kind.
+  its operands' do not; a rejection located at a line is the line the reference rejects at;
+  a refusal (a crash, the implementation's rejection or run-time error) located at a line
+  is refused by the program cut after that line's unit, the same way, and not by the one
+  cut before it where the location says so. The locator's other kinds (shares, folds, hash
+  consing, loops) are counted as not re-probed, by kind.
 
 What is not re-checked is said, with why; a report with nothing to re-check is a usage
 error. Exit status: 0 when every claim re-checked holds, 1 when one does not, 2 for a usage
@@ -45,6 +47,7 @@ from gradient_conformance.conformance.diagnosis.confirm import (
     hypothesis_of,
     uncontrolled,
 )
+from gradient_conformance.conformance.diagnosis.locate import failed_as, top_level_units
 from gradient_conformance.conformance.diagnosis.variants import CATALOGUE
 from gradient_conformance.conformance.options import add_containment
 from gradient_conformance.conformance.outcome import Outcome, bits_text, f32_agree
@@ -281,12 +284,44 @@ def _located(impl, reading: Reading, buffers, location: dict, found: Rechecked, 
         found.claim("located", at == line,
                     f"{name}: the reference rejects at line {at}, the location says {line}")
         return
+    if kind in ("crash", "rejected", "run-error"):
+        said = _refusal_probe(impl, reading, buffers, line, location.get("says", ""))
+        found.claim("located", not said, f"{name}: line {line}: {said}")
+        return
     if kind != "value":
-        found.left_out[f"a location of kind {kind!r} (only values and rejections are "
+        found.left_out[f"a location of kind {kind!r} (values, rejections and refusals are "
                        "re-probed)"] += 1
         return
     said = _value_probe(impl, reading, buffers, statement, ulps, zero_signs)
     found.claim("located", not said, f"{name}: line {line}: {said}")
+
+
+def _refusal_probe(impl, reading: Reading, buffers, line: int, says: str) -> str:
+    """'' when the implementation refuses the program cut after the unit of `line` (a
+    top-level statement, or a whole range or def) as it refused the whole, and, where the
+    location says so, not the program cut before it; else what the probe found."""
+    units = top_level_units(reading.statements or ())
+    at = next((k for k, (first, last) in enumerate(units) if first <= line <= last), None)
+    if at is None:
+        return "no top-level unit holds that line"
+    whole = impl.build_only(reading.source) if "rejects" in says else \
+        impl.run_case(reading.source, buffers, reading.slots)
+
+    def refused(k: int) -> bool | None:
+        prefix = Reading("\n".join(reading.source.splitlines()[:units[k][1]]) + "\n",
+                         measure=False)
+        mine = {s: a for s, a in buffers.items() if s in prefix.slots}
+        if prefix.outcome(mine).status != "ok":
+            return None
+        got = impl.build_only(prefix.source) if "rejects" in says else \
+            impl.run_case(prefix.source, mine, prefix.slots)
+        return got.status == whole.status and failed_as(got.message) == \
+            failed_as(whole.message)
+    if whole.status == "ok" or refused(at) is not True:
+        return "the program cut after it is not refused as the whole is"
+    if "cut before it, the program was not" in says and at > 0 and refused(at - 1) is not False:
+        return "the program cut before it is refused too, or is not one the spec accepts"
+    return ""
 
 
 def _value_probe(impl, reading: Reading, buffers, statement, ulps: int,

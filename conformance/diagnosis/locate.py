@@ -313,7 +313,7 @@ class _Probe:
         as `signal` words it, failed_as) starts to: the shortest prefix of the program, cut
         between top-level statements, that it refuses the same way, found by bisection
         (each prefix a program the spec accepts)."""
-        units = _top_level_units(self.reading.statements)
+        units = top_level_units(self.reading.statements)
 
         how = signal if signal else \
             ("rejected" if self.got.status == "rejected" else "failed to run")
@@ -650,7 +650,7 @@ class _Probe:
         return [u for u in nodes if accepted([u])]
 
 
-def _top_level_units(statements) -> list[tuple[int, int]]:
+def top_level_units(statements) -> list[tuple[int, int]]:
     """(first line, last line) of each top-level statement, or whole range or def block:
     the places a program can be cut and stay a program."""
     units, depth, start = [], 0, 0
