@@ -285,7 +285,8 @@ def _located(impl, reading: Reading, buffers, location: dict, found: Rechecked, 
                     f"{name}: the reference rejects at line {at}, the location says {line}")
         return
     if kind in ("crash", "rejected", "run-error"):
-        said = _refusal_probe(impl, reading, buffers, line, location.get("says", ""))
+        said = _refusal_probe(impl, reading, buffers, statement.line,
+                              str(location.get("says", "")))
         found.claim("located", not said, f"{name}: line {line}: {said}")
         return
     if kind != "value":
