@@ -86,7 +86,6 @@ def test_two_matrices_at_one_path_compare(tmp_path):
     assert str(tmp_path) not in written and sys.prefix not in written
 
 
-@pytest.mark.slow
 def _every_claim_holds(spec: str, report) -> None:
     """`gradient-conformance recheck` finds every claim of a real system's report true:
     each divergence reproduced, each named variant and decision borne out, each value or
@@ -98,6 +97,7 @@ def _every_claim_holds(spec: str, report) -> None:
     assert checked.returncode == 0 and "every one holds" in said, (spec, said[-3000:])
 
 
+@pytest.mark.slow
 def test_the_matrix_of_systems(tmp_path):
     """Second tier: every system this checkout can run (the reference, the fast
     implementation, each adapter whose package `make test` installed, MXNet and TensorFlow.js
