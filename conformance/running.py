@@ -139,14 +139,22 @@ def verdict(tally: Tally, reading: Reading, buffers, want: Outcome, got: Outcome
 
 def check_case(impl, tally: Tally, case, *, ulps: int = 0) -> None:
     """A generated case on both; Diverged if they differ (in what the implementation
-    claims: `claimed`)."""
+    claims: `claimed`; within `ulps` only where a slot holds an op's own results, and
+    within the bound they propagate where it is computed from them: beyond_the_op)."""
     reading, want, got = run_both(impl, case.source, case.buffers, case.parsed,
                                    built=case.built, tally=tally)
-    whole = want
+    whole, whole_got = want, got
     want, got, left_out = claimed(impl, reading, want, got)
     if left_out:
         tally.leave_out(UNCLAIMED, sum(int(whole.buffers[s].size) for s in left_out))
-    verdict(tally, reading, case.buffers, want, got, ulps=ulps, description=case.description)
+    beyond = beyond_the_op(reading, want, ulps)
+    kept_want, kept_got = _without(want, beyond), _without(got, beyond)
+    verdict(tally, reading, case.buffers, kept_want, kept_got, ulps=ulps,
+            description=case.description,
+            counted=not (beyond and not kept_want.buffers) or got.status != want.status)
+    if beyond and whole_got.status == "ok":
+        within_the_propagated_bound(impl, tally, reading, case.buffers, whole, whole_got,
+                                    beyond, case.description)
 
 
 def check_enumerated(impl, tally: Tally, case, *, ulps: int = 0) -> None:
@@ -311,6 +319,12 @@ def within_the_propagated_bound(impl, tally, reading, buffers, want: Outcome, go
     (conformance/propagated.py): Diverged outside it. Where no bracket can be run, compared
     with the true value instead (against_the_truth)."""
     from gradient_conformance.conformance import propagated
+    same = all(s in got.buffers and got.buffers[s].shape == want.buffers[s].shape and
+               got.buffers[s].tobytes() == want.buffers[s].tobytes() for s in slots)
+    if same:  # the spec's own bits are within the bound: no bracket to run
+        tally.reach(reading, buffers)
+        tally.compared(PROPAGATED, sum(int(want.buffers[s].size) for s in slots))
+        return
     declared = {op: impl.ulps(op) for op in reading.features & TRANSCENDENTAL}
     runs = propagated.bracket(reading, buffers, declared)
     if runs is None or any(s not in got.buffers or np.shape(got.buffers[s]) !=
