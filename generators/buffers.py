@@ -121,19 +121,27 @@ def margin(program, buffers: dict[int, np.ndarray]) -> float:
     try:
         memory = {slot: from_numpy(array, program.buffers[slot].dtype, real)
                   for slot, array in buffers.items()}
-        _, env = Interpreter(program, real).evaluate(memory)
+        Interpreter(program, real).run(memory)
     except _FAILED:
         return 0.0
-    return 0.0 if _ties_among_copies(program, env) else real.margin
+    return real.margin
 
 
-def _ties_among_copies(program, env) -> bool:
+def ties_among_copies(program, buffers: dict[int, np.ndarray]) -> bool:
     """Whether a gradient is taken against a value whose elements are copies of one number
     (an expand's, a broadcast's) with a max or a comparison between that value and its loss.
-    Real reads a max of a number with itself as no kink: true of what the copies were made
-    from, which moves them all at once, not of the copies, each of which the gradient moves
-    on its own (issue 53: a six-way tie of a reduce max taken against the tied vector itself
-    was given "the true value 0.1666...", where no derivative exists)."""
+    Real reads a max of a number with itself as no kink (`margin`): true of what the copies
+    were made from, which moves them all at once, not of the copies, each of which the
+    gradient moves on its own (issue 53: a six-way tie of a reduce max taken against the
+    tied vector itself was given "the true value 0.1666...", where no derivative exists).
+    The truth's comparison asks it (true_derivative.near_the_truth); the drawing does not."""
+    real = Real(30)
+    try:
+        memory = {slot: from_numpy(array, program.buffers[slot].dtype, real)
+                  for slot, array in buffers.items()}
+        _, env = Interpreter(program, real).evaluate(memory)
+    except _FAILED:
+        return False
     for d in program.statements:
         expansion = getattr(d, "expansion", None)
         if expansion is None:

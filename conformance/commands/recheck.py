@@ -50,7 +50,7 @@ from gradient_conformance.conformance.diagnosis.confirm import (
 from gradient_conformance.conformance.diagnosis.locate import failed_as, top_level_units
 from gradient_conformance.conformance.diagnosis.variants import CATALOGUE
 from gradient_conformance.conformance.options import add_containment
-from gradient_conformance.conformance.outcome import Outcome, bits_text, f32_agree
+from gradient_conformance.conformance.outcome import Outcome, bits_text, compare, f32_agree
 from gradient_conformance.conformance.readings import Reading, gradients_shown, rejection
 from gradient_conformance.reference import cases
 from gradient_conformance.reference.errors import IRError
@@ -132,6 +132,14 @@ def _recheck_one(impl, d: dict, found: Rechecked, name: str) -> None:
     got = impl.build_only(source) if build_only else \
         impl.run_case(source, buffers, reading.slots)
     wrong = _reproduced(d, want, got)
+    if wrong:  # asked again: an implementation that answers otherwise each time is unstable
+        again = impl.build_only(source) if build_only else \
+            impl.run_case(source, buffers, reading.slots)
+        if again.status != got.status or compare(got, again) is not None:
+            found.left_out["a divergence whose program the implementation answers otherwise "
+                           "each time it is asked (not deterministic, or a timeout): its "
+                           "claims cannot be re-checked"] += 1
+            return
     found.claim("reproduced", not wrong, f"{name}: {wrong}")
     diagnosis = _mapping(d.get("diagnosis"))
     named = [[str(v.get("name"))] for v in diagnosis.get("variants", []) if isinstance(v, dict)]
