@@ -199,9 +199,7 @@ def across(divergences) -> list[tuple[str, int]]:
     name: the run's verdict (docs/diagnosis.md, "Diagnosis")."""
     counts: Counter[str] = Counter()
     for d in divergences:
-        for named in (d.diagnosis or {}).get("variants", []):
-            if isinstance(named, dict) and isinstance(named.get("name"), str):
-                counts[named["name"]] += 1
+        counts.update(_names((d.diagnosis or {}).get("variants", [])))
     return sorted(counts.items(), key=lambda item: (-item[1], item[0]))
 
 

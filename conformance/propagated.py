@@ -74,11 +74,12 @@ def outside(want: np.ndarray, low: np.ndarray, high: np.ndarray,
     highest of `want`, `low` and `high`; where one of those is NaN, a NaN is within."""
     runs = np.stack([want.ravel(), low.ravel(), high.ravel()]).astype(np.float64)
     mine = got.ravel().astype(np.float64)
-    nan = np.isnan(runs).any(axis=0)
+    nans = np.isnan(runs)
+    lo = np.where(nans, np.inf, runs).min(axis=0)  # over the runs that are numbers
+    hi = np.where(nans, -np.inf, runs).max(axis=0)
     with np.errstate(invalid="ignore"):
-        lo, hi = np.nanmin(np.where(np.isnan(runs), np.inf, runs), axis=0), \
-            np.nanmax(np.where(np.isnan(runs), -np.inf, runs), axis=0)
         within = (mine >= lo) & (mine <= hi)
+    nan = nans.any(axis=0)
     within |= nan & np.isnan(mine)
     # A value equal to one of the three runs, bits and all (-0.0 beside +0.0), is within.
     for run in (want, low, high):

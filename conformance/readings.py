@@ -231,6 +231,31 @@ def rejected_as(reading: Reading) -> str:
     return str(getattr(rejection(reading), "kind", "") or "")
 
 
+def stores_of(reading: Reading, values, stem: str) \
+        -> tuple[list[str], list[str], dict[int, np.ndarray]]:
+    """Lines that store each (name, node) of `values` into a buffer of its own: each buffer's
+    declaration (a slot past the program's, named `stem` and a number, made apart from the
+    program's names), each store, and each buffer's initial contents (zeros)."""
+    taken = {s.target for s in reading.statements or () if s.target}
+    slot = max(reading.slots, default=-1) + 1
+    declared, kept, added = [], [], {}
+    for k, (name, node) in enumerate(values):
+        target = f"{stem}{k}"
+        while target in taken:
+            target += "_"
+        shape = ",".join(str(n) for n in node.shape)
+        declared.append(f"{target} = buffer slot={slot + k} dtype={node.dtype} shape=[{shape}]")
+        kept.append(f"store {target} {name}")
+        added[slot + k] = np.zeros(node.shape, cases.NUMPY[node.dtype])
+    return declared, kept, added
+
+
+def appended(reading: Reading, lines: list[str]) -> Reading:
+    """The program with `lines` added after its last line."""
+    return Reading(reading.source.rstrip("\n") + "\n" + "\n".join(lines) + "\n",
+                   measure=False)
+
+
 def gradients_shown(reading: Reading, buffers: dict) -> tuple[Reading, dict, str] | None:
     """A program the spec rejects by a gradient rule, made to show what the rejected gradient
     is: where nothing computed from it is stored, it is stored into a buffer of its own
@@ -261,17 +286,9 @@ def gradients_shown(reading: Reading, buffers: dict) -> tuple[Reading, dict, str
                  d.line == line and d.expansion is not None and d.node.dtype == "f32"]
     if not gradients:
         return None
-    taken = {s.target for s in statements if s.target}
-    slot = max(program.buffers, default=-1) + 1
-    declared, kept = [], []
-    for k, d in enumerate(gradients):
-        name = f"%stored{k}"
-        while name in taken:
-            name += "_"
-        shape = ",".join(str(n) for n in d.node.shape)
-        declared.append(f"{name} = buffer slot={slot + k} dtype=f32 shape=[{shape}]")
-        kept.append(f"store {name} {d.name}")
-        inputs[slot + k] = np.zeros(d.node.shape, np.float32)
+    declared, kept, added = stores_of(reading, [(d.name, d.node) for d in gradients],
+                                      "%stored")
+    inputs.update(added)
     source = reading.source.rstrip("\n").split("\n")
     if all(id(d) in top for d in gradients):
         text = source + declared + kept

@@ -38,8 +38,9 @@ def ulp(value: float) -> float:
     return float(np.spacing(np.float32(abs(value)))) or 2.0**-149
 
 
-def truths(program: Program, buffers) -> tuple[dict[int, list], set[int]]:
-    """Every f32 slot's true final value, and which slots came from finite differences."""
+def truths(program: Program, buffers) -> tuple[dict[int, list], set[int]] | None:
+    """Every f32 slot's true final value, and which slots came from finite differences; None
+    where a gradient is taken against copies that tie (ties_among_copies): no truth there."""
     domain = Real(DIGITS)
 
     def run(arrays, pinned=None):
@@ -48,6 +49,8 @@ def truths(program: Program, buffers) -> tuple[dict[int, list], set[int]]:
         return Interpreter(program, domain).evaluate(memory, pinned)
 
     final, env = run(buffers)
+    if ties_among_copies(program, env):
+        return None
     values = {slot: list(final[slot].flat) for slot, node in program.buffers.items()
               if node.dtype == "f32"}
     pinned = {node: value for node, value in env.items() if node.op == "detach"}
@@ -67,6 +70,36 @@ def truths(program: Program, buffers) -> tuple[dict[int, list], set[int]]:
         values[slot] = column
         differenced.add(slot)
     return values, differenced
+
+
+def ties_among_copies(program: Program, env) -> bool:
+    """Whether a gradient is taken against a value whose elements are copies of one number
+    (an expand's, a broadcast's) with a max or a comparison between that value and its loss,
+    read from a run over the reals (`env`: each node's value). Real reads a max of a number
+    with itself as no kink: true of what the copies were made from, which moves them all at
+    once, not of the copies, each of which the gradient moves on its own (issue 53: a six-way
+    tie of a reduce max taken against the tied vector itself was given "the true value
+    0.1666...", where no derivative exists). The truth asks it; the drawing does not."""
+    for d in program.statements:
+        expansion = getattr(d, "expansion", None)
+        if expansion is None:
+            continue
+        value = env.get(expansion.x)
+        if value is None or np.size(value) < 2:
+            continue
+        if len({id(v) for v in np.asarray(value, dtype=object).flat}) == np.size(value):
+            continue  # every element a number of its own
+        seen, stack = set(), [expansion.y]
+        while stack:
+            node = stack.pop()
+            if node in seen or node is expansion.x:
+                continue
+            seen.add(node)
+            if node.op in ("max", "cmplt", "cmpne") or \
+                    (node.op == "reduce" and node.attr("op") == "max"):
+                return True
+            stack.extend(node.operands)
+    return False
 
 
 def _gradients_of_inputs(program):
@@ -92,9 +125,9 @@ def near_the_truth(tally, reading, buffers, want, got, description: str = "", *,
     hash consing made another gradient's are left out (checks/test_derivative.py says
     why). `only`: the slots to compare (all, by default). Each output compared goes on the
     ledger (TRUTH); one whose truth is not finite (an overflow, a pole) is left out."""
-    from gradient_conformance.generators.buffers import ties_among_copies
     program = reading.program()
-    if ties_among_copies(program, buffers):
+    found = truths(program, buffers)
+    if found is None:
         slots = [s for s, n in program.buffers.items() if n.dtype == "f32" and
                  (only is None or s in only)]
         tally.leave_out("a gradient against copies of one number that tie at a max or a "
@@ -102,7 +135,7 @@ def near_the_truth(tally, reading, buffers, want, got, description: str = "", *,
                         "derivative exists", sum(int(np.size(want.buffers[s])) for s in slots
                                                  if s in want.buffers))
         return
-    values, differenced = truths(program, buffers)
+    values, differenced = found
     structural = {d.node for d in hash_consed_gradients(program)}
     left_out = {slot for slot in values if cone(program, slot)[0] & structural}
     tally.measure("derivative", cases=1, differenced=len(differenced), bound_K=K, bound_C=C,

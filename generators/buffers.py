@@ -127,43 +127,6 @@ def margin(program, buffers: dict[int, np.ndarray]) -> float:
     return real.margin
 
 
-def ties_among_copies(program, buffers: dict[int, np.ndarray]) -> bool:
-    """Whether a gradient is taken against a value whose elements are copies of one number
-    (an expand's, a broadcast's) with a max or a comparison between that value and its loss.
-    Real reads a max of a number with itself as no kink (`margin`): true of what the copies
-    were made from, which moves them all at once, not of the copies, each of which the
-    gradient moves on its own (issue 53: a six-way tie of a reduce max taken against the
-    tied vector itself was given "the true value 0.1666...", where no derivative exists).
-    The truth's comparison asks it (true_derivative.near_the_truth); the drawing does not."""
-    real = Real(30)
-    try:
-        memory = {slot: from_numpy(array, program.buffers[slot].dtype, real)
-                  for slot, array in buffers.items()}
-        _, env = Interpreter(program, real).evaluate(memory)
-    except _FAILED:
-        return False
-    for d in program.statements:
-        expansion = getattr(d, "expansion", None)
-        if expansion is None:
-            continue
-        value = env.get(expansion.x)
-        if value is None or np.size(value) < 2:
-            continue
-        if len({id(v) for v in np.asarray(value, dtype=object).flat}) == np.size(value):
-            continue  # every element a number of its own
-        seen, stack = set(), [expansion.y]
-        while stack:
-            node = stack.pop()
-            if node in seen or node is expansion.x:
-                continue
-            seen.add(node)
-            if node.op in ("max", "cmplt", "cmpne") or \
-                    (node.op == "reduce" and node.attr("op") == "max"):
-                return True
-            stack.extend(node.operands)
-    return False
-
-
 def _deal(arrays: dict, slots: list, values: list[float], turn: int) -> dict:
     """`arrays` with the f32 `slots` dealt from `values` in turn, from the `turn`-th on."""
     dealt, j = dict(arrays), turn

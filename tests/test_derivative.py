@@ -147,13 +147,13 @@ def test_a_tie_among_copies_is_a_kink_for_a_gradient_against_the_copies():
     import numpy as np
 
     from gradient_conformance.conformance.readings import Reading
-    from gradient_conformance.generators.buffers import ties_among_copies
+    from gradient_conformance.conformance.true_derivative import truths
     program = ("%a = buffer slot=0 dtype=f32 shape=[]\n%o = buffer slot=1 dtype=f32 "
                "shape={shape}\n%s = load %a\n%v = expand %s shape=[6]\n%m = reduce %v op=max\n"
                "%g = gradient %m {x}\nstore %o %g\n")
     against_copies = Reading(program.format(shape="[6]", x="%v"))
     against_operand = Reading(program.format(shape="[]", x="%s"))
     buffers = {0: np.array(1.5, np.float32)}
-    assert ties_among_copies(against_copies.program(), {**buffers, 1: np.zeros(6, np.float32)})
-    assert not ties_among_copies(against_operand.program(),
-                                 {**buffers, 1: np.zeros((), np.float32)})
+    assert truths(against_copies.program(), {**buffers, 1: np.zeros(6, np.float32)}) is None
+    assert truths(against_operand.program(), {**buffers, 1: np.zeros((), np.float32)}) \
+        is not None

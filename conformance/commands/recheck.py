@@ -22,7 +22,7 @@ is the audit of those words, by other means than the run's own:
   its operands' do not; a rejection located at a line is the line the reference rejects at;
   a refusal (a crash, the implementation's rejection or run-time error) located at a line
   is refused by the program cut after that line's unit, the same way, and not by the one
-  cut before it where the location says so. The locator's other kinds (shares, folds, hash
+  cut before it. The locator's other kinds (shares, folds, hash
   consing, loops) are counted as not re-probed, by kind.
 
 What is not re-checked is said, with why; a report with nothing to re-check is a usage
@@ -51,7 +51,13 @@ from gradient_conformance.conformance.diagnosis.locate import failed_as, top_lev
 from gradient_conformance.conformance.diagnosis.variants import CATALOGUE
 from gradient_conformance.conformance.options import add_containment
 from gradient_conformance.conformance.outcome import Outcome, bits_text, compare, f32_agree
-from gradient_conformance.conformance.readings import Reading, gradients_shown, rejection
+from gradient_conformance.conformance.readings import (
+    Reading,
+    appended,
+    gradients_shown,
+    rejection,
+    stores_of,
+)
 from gradient_conformance.reference import cases
 from gradient_conformance.reference.errors import IRError
 from gradient_conformance.reference.program import Define
@@ -129,12 +135,10 @@ def _recheck_one(impl, d: dict, found: Rechecked, name: str) -> None:
     build_only = expected == "rejected" or (actual == "ok" and not d.get("elements") and
                                             expected != "ok")
     want = reading.outcome(buffers, build_only=build_only)
-    got = impl.build_only(source) if build_only else \
-        impl.run_case(source, buffers, reading.slots)
+    got = _asked(impl, reading, buffers, build_only)
     wrong = _reproduced(d, want, got)
     if wrong:  # asked again: an implementation that answers otherwise each time is unstable
-        again = impl.build_only(source) if build_only else \
-            impl.run_case(source, buffers, reading.slots)
+        again = _asked(impl, reading, buffers, build_only)
         if again.status != got.status or compare(got, again) is not None:
             found.left_out["a divergence whose program the implementation answers otherwise "
                            "each time it is asked (not deterministic, or a timeout): its "
@@ -147,6 +151,12 @@ def _recheck_one(impl, d: dict, found: Rechecked, name: str) -> None:
               for pair in diagnosis.get("pairs", []) if isinstance(pair, list)]
     ulps = diagnosis.get("ulps", 0) if type(diagnosis.get("ulps", 0)) is int else 0
     zero_signs = d.get("comparison", "outcomes") != "truth"
+    controls: dict[str, str] = {}
+
+    def control(variant: str) -> str:  # its control program, run once for the divergence
+        if variant not in controls:
+            controls[variant] = uncontrolled(variant, reading, buffers, want, got, impl, ulps)
+        return controls[variant]
     for names in named:
         if not names or not all(n in CATALOGUE for n in names):
             found.claim("named", False, f"{name}: names {names}, which the catalogue lacks")
@@ -154,7 +164,7 @@ def _recheck_one(impl, d: dict, found: Rechecked, name: str) -> None:
         said, whole = _named(impl, reading, buffers, want, got, names, ulps, zero_signs,
                              build_only)
         if not said and len(names) == 1:  # a decision's variant: its control program too
-            said = uncontrolled(names[0], reading, buffers, want, got, impl, ulps)
+            said = control(names[0])
         found.claim("named", not said, f"{name}: [{'+'.join(names)}] {said}")
         if not said and whole is not None:
             found.stored[whole] += 1
@@ -163,7 +173,7 @@ def _recheck_one(impl, d: dict, found: Rechecked, name: str) -> None:
                 CATALOGUE[decision].control is None:
             found.left_out["a decision without a control program (Variant.control)"] += 1
             continue
-        said = uncontrolled(decision, reading, buffers, want, got, impl, ulps)
+        said = control(decision)
         found.claim("decided", not said, f"{name}: rests on [{decision}]: {said}")
     location = _mapping(d.get("location"))
     if location.get("line"):
@@ -259,20 +269,10 @@ def _every_gradient_stored(reading: Reading, buffers) -> tuple[Reading, dict] | 
                  s.expansion is not None and s.node.dtype == "f32"]
     if not gradients:
         return None
-    taken = {s.target for s in statements if s.target}
-    slot = max(reading.slots, default=-1) + 1
-    lines, inputs = [], dict(buffers)
-    for k, d in enumerate(gradients):
-        target = f"%all{k}"
-        while target in taken:
-            target += "_"
-        shape = ",".join(str(n) for n in d.node.shape)
-        lines += [f"{target} = buffer slot={slot + k} dtype=f32 shape=[{shape}]",
-                  f"store {target} {d.name}"]
-        inputs[slot + k] = np.zeros(d.node.shape, np.float32)
-    again = Reading(reading.source.rstrip("\n") + "\n" + "\n".join(lines) + "\n",
-                    measure=False)
-    return (again, inputs) if again.statements is not None and again.error is None else None
+    declared, kept, added = stores_of(reading, [(d.name, d.node) for d in gradients], "%all")
+    again = appended(reading, declared + kept)
+    return (again, {**buffers, **added}) \
+        if again.statements is not None and again.error is None else None
 
 
 def _located(impl, reading: Reading, buffers, location: dict, found: Rechecked, name: str,
@@ -294,7 +294,7 @@ def _located(impl, reading: Reading, buffers, location: dict, found: Rechecked, 
         return
     if kind in ("crash", "rejected", "run-error"):
         said = _refusal_probe(impl, reading, buffers, statement.line,
-                              str(location.get("says", "")))
+                              build_only=kind == "rejected")
         found.claim("located", not said, f"{name}: line {line}: {said}")
         return
     if kind != "value":
@@ -305,16 +305,16 @@ def _located(impl, reading: Reading, buffers, location: dict, found: Rechecked, 
     found.claim("located", not said, f"{name}: line {line}: {said}")
 
 
-def _refusal_probe(impl, reading: Reading, buffers, line: int, says: str) -> str:
+def _refusal_probe(impl, reading: Reading, buffers, line: int, *, build_only: bool) -> str:
     """'' when the implementation refuses the program cut after the unit of `line` (a
-    top-level statement, or a whole range or def) as it refused the whole, and, where the
-    location says so, not the program cut before it; else what the probe found."""
+    top-level statement, or a whole range or def) as it refused the whole, and not the
+    program cut before it (the location says the refusal starts there); else what the probe
+    found. `build_only`: the refusal is a rejection, asked of a build."""
     units = top_level_units(reading.statements or ())
     at = next((k for k, (first, last) in enumerate(units) if first <= line <= last), None)
     if at is None:
         return "no top-level unit holds that line"
-    whole = impl.build_only(reading.source) if "rejects" in says else \
-        impl.run_case(reading.source, buffers, reading.slots)
+    whole = _asked(impl, reading, buffers, build_only)
 
     def refused(k: int) -> bool | None:
         prefix = Reading("\n".join(reading.source.splitlines()[:units[k][1]]) + "\n",
@@ -322,15 +322,20 @@ def _refusal_probe(impl, reading: Reading, buffers, line: int, says: str) -> str
         mine = {s: a for s, a in buffers.items() if s in prefix.slots}
         if prefix.outcome(mine).status != "ok":
             return None
-        got = impl.build_only(prefix.source) if "rejects" in says else \
-            impl.run_case(prefix.source, mine, prefix.slots)
+        got = _asked(impl, prefix, mine, build_only)
         return got.status == whole.status and failed_as(got.message) == \
             failed_as(whole.message)
     if whole.status == "ok" or refused(at) is not True:
         return "the program cut after it is not refused as the whole is"
-    if "cut before it, the program was not" in says and at > 0 and refused(at - 1) is not False:
+    if at > 0 and refused(at - 1) is not False:
         return "the program cut before it is refused too, or is not one the spec accepts"
     return ""
+
+
+def _asked(impl, reading: Reading, buffers, build_only: bool) -> Outcome:
+    """What the implementation does with the program: built only, or run on `buffers`."""
+    return impl.build_only(reading.source) if build_only else \
+        impl.run_case(reading.source, buffers, reading.slots)
 
 
 def _value_probe(impl, reading: Reading, buffers, statement, ulps: int,
@@ -342,21 +347,14 @@ def _value_probe(impl, reading: Reading, buffers, statement, ulps: int,
     except IRError as problem:
         return f"the program does not build ({problem})"
     defined = {s.name: s.node for s in program.statements if isinstance(s, Define)}
-    names = [statement.target] + [o for o in statement.operands
-                                  if isinstance(o, str) and o.startswith("%")]
+    names = [statement.target] + [o.text for o in statement.operands if o.kind == "name"]
     shown = [(n, defined[n]) for n in dict.fromkeys(names) if n in defined and
-             defined[n].dtype in ("f32", "i32", "bool") and defined[n].shape is not None]
+             defined[n].dtype in ("f32", "i32", "bool")]
     if not shown or shown[0][0] != statement.target:
         return "its value cannot be stored at the top level (the probe re-runs none)"
-    slot = max(reading.slots, default=-1) + 1
-    lines, inputs = [], dict(buffers)
-    for k, (n, node) in enumerate(shown):
-        dims = ",".join(str(x) for x in node.shape)
-        lines += [f"%probe{k} = buffer slot={slot + k} dtype={node.dtype} shape=[{dims}]",
-                  f"store %probe{k} {n}"]
-        inputs[slot + k] = np.zeros(node.shape, cases.values_array([], node.dtype).dtype)
-    again = Reading(reading.source.rstrip("\n") + "\n" + "\n".join(lines) + "\n",
-                    measure=False)
+    declared, kept, added = stores_of(reading, shown, "%probe")
+    again, inputs = appended(reading, declared + kept), {**buffers, **added}
+    slot = min(added)
     want = again.outcome(inputs)
     got = impl.run_case(again.source, inputs, again.slots)
     if want.status != "ok" or got.status != "ok":
