@@ -3,9 +3,10 @@ its sentence says it computes, worked out here without its code (numpy's IEEE f3
 arithmetic, the oracle's correctly rounded transcendentals, or the spec on the program the
 sentence describes), is what the variant gives, on a program where it departs from the
 spec. `nonscalar-loss-summed` ("summing it implicitly") gave 1.0 for the loss
-`expand %x shape=[2]`, where summing gives 2.0. Covered: the two summing rejections, the
-nine rule forms, seven rules and ops of structure, five arithmetic variants and the two
-sums; the other variants' sentences are tested only by the case files that kill them."""
+`expand %x shape=[2]`, where summing gives 2.0. Here: the two summing rejections, the nine
+rule forms, seven rules and ops of structure, five arithmetic variants and the two sums;
+test_variant_sentences_walk.py and test_variant_sentences_rules.py take the rest, and the
+last test below holds that every variant of the catalogue is taken by one of the three."""
 
 from __future__ import annotations
 
@@ -197,3 +198,14 @@ def test_a_rule_or_an_op_does_what_its_sentence_says(name):
         assert _b(got) == _b(F32(VALUES[name])), (name, float(got))
         differs |= _b(got) != _b(reading.outcome(buffers).buffers[3][()])
     assert differs, f"{name}: the program does not show it"
+
+
+COVERED = {*SUMMING, *RULE_FORMS, *ARITHMETIC, "sums-in-binary64", "numpy-sum", *STRUCTURE}
+
+
+def test_every_variant_of_the_catalogue_is_held_to_its_sentence():
+    from tests import test_variant_sentences_rules as rules
+    from tests import test_variant_sentences_walk as walk
+    covered = COVERED | walk.COVERED | rules.COVERED
+    assert covered <= set(CATALOGUE), sorted(covered - set(CATALOGUE))
+    assert not set(CATALOGUE) - covered, sorted(set(CATALOGUE) - covered)
