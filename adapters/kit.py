@@ -78,7 +78,8 @@ uses it. Declare also what the suite must know to be fair (SPEC.md, "The protoco
 `"integer_division_traps": True` where a divisor of zero kills the process (the suite then
 sends none, and the kit's build runs on ones, not zeros), `"float64_gradients": True` with
 `"bit_exact_gradients": False` where gradients are computed in float64, and
-`"environment": ["NAME"]` for the variables your process needs passed to it.
+`"environment": ["NAME"]` for the variables your process needs (the user passes each with
+`--pass-env NAME`; one not passed is a usage error naming that option).
 
 A build that your system refuses while running the program once on zeros is a rejection:
 the kit makes up no rejection of its own (the spec's rejection rules are the suite's checks

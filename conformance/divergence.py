@@ -17,6 +17,7 @@ import pathlib
 import shlex
 import shutil
 import sys
+import tempfile
 
 import numpy as np
 
@@ -218,17 +219,28 @@ def save(d: Divergence, folder: pathlib.Path, impl_spec: str,
 
 def write_atomically(path: pathlib.Path, text: str) -> None:
     """Written to a temporary name and renamed, so that a reader (or a run killed with
-    SIGKILL) never sees half a file."""
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    SIGKILL) never sees half a file. The temporary file is made new (O_EXCL: never an
+    existing file, nor through a link planted at its name) with a name nobody can guess
+    (docs/isolation.md, "The suite's own inputs")."""
+    descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp",
+                                             dir=path.parent)
     try:
-        with open(temporary, "w") as stream:
+        with os.fdopen(descriptor, "w") as stream:
             stream.write(text)
             stream.flush()
             os.fsync(stream.fileno())
+        os.chmod(temporary, 0o644 & ~_umask())
         os.replace(temporary, path)
     finally:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
+
+
+def _umask() -> int:
+    """This process's umask (read by setting it, and setting it back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def replay_command(case_file: pathlib.Path, impl_spec: str,

@@ -57,6 +57,9 @@ def add_containment(add, prefix: str) -> None:
     add(f"{prefix}pass-env", action="append", default=[], metavar="NAME",
         help="an environment variable the implementation's process is given (it gets only a "
         "short allow-list otherwise); again for more")
+    add(f"{prefix}sandbox-bind", action="append", default=[], metavar="PATH",
+        help="a file or folder the sandboxed implementation may read besides its own module, "
+        "package or named files (its data, the rest of its project); again for more")
 
 
 def _positive_seconds(text: str) -> float:

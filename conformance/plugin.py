@@ -30,7 +30,16 @@ import pytest
 from gradient_conformance.conformance import collection, options
 from gradient_conformance.conformance.collection import check_name, is_check, is_generated
 from gradient_conformance.conformance.options import PROFILES, PROPERTY, USAGE
-from gradient_conformance.conformance.session import Run, isolation, shown, worker_id
+from gradient_conformance.conformance.session import (
+    Run,
+    decided_confinement,
+    foreign_configuration,
+    hand_on_confinement,
+    isolation,
+    shown,
+    worker_id,
+)
+from gradient_conformance.reports.records import quoted
 
 if TYPE_CHECKING:
     from gradient_conformance.conformance.failure import FailureStage
@@ -72,17 +81,18 @@ def pytest_configure(config: pytest.Config) -> None:
     if not any(resource("cases").rglob("*.ir")):
         raise pytest.UsageError(f"the package's case files are missing from "
                                 f"{resource('cases')}: a broken install")
-    from gradient_conformance.conformance.transports.confinement import Confinement
-    confinement = Confinement.asked(config.getoption("--conformance-memory-limit"),
-                                    config.getoption("--conformance-sandbox"),
-                                    config.getoption("--conformance-pass-env"), _sharing(config))
+    try:
+        confinement = decided_confinement(config, _sharing(config))
+    except ValueError as problem:
+        raise pytest.UsageError(f"--impl={run.spec}: {problem}") from None
     try:
         run.impl = load(run.spec, timeout=config.getoption("--conformance-case-timeout"),
                         load_timeout=config.getoption("--conformance-load-timeout"),
                         in_process=config.getoption("--conformance-in-process"),
                         base=str(run.base), confinement=confinement)
     except LoadFailed as problem:
-        raise pytest.UsageError(f"--impl={run.spec}: could not load it: {problem}") from None
+        raise pytest.UsageError(f"--impl={run.spec}: could not load it: {quoted(str(problem))}"
+                                ) from None
     if config.hook.pytest_gradient_conformance_keep_cases() is False:
         run.cases_dir = None
     run.stage = FailureStage(spec=run.spec, base=run.base, cases_dir=run.cases_dir,
@@ -119,6 +129,12 @@ def _sharing(config: pytest.Config) -> int:
         return 1
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node) -> None:
+    """pytest-xdist's, in its controller: each worker takes the confinement decided here."""
+    hand_on_confinement(node, node.config.stash.get(RUN_KEY, None))
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
     run = config.stash.get(RUN_KEY, None)
     if run is not None and run.impl is not None:
@@ -151,6 +167,16 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         return
     if run.impl.confinement.sandbox == "none":
         reporter.write_line(f"contained: {run.impl.confinement.words()}")
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Under plain pytest, the configuration and conftest.py files it loaded from the user's
+    folders, said at the start: they run in the suite's process (docs/isolation.md, "The
+    suite's own process")."""
+    said = foreign_configuration(session.config, session.config.stash.get(RUN_KEY, None))
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if said and reporter is not None and worker_id(session.config) is None:
+        reporter.write_line(said)
 
 
 # --- collection ------------------------------------------------------------------------------

@@ -425,6 +425,51 @@ def isolation(config, spec: str) -> str:
     return "in a worker process of its own"
 
 
+CONFINEMENT_INPUT = "gradient_conformance_confinement"  # an xdist worker's, from its controller
+
+
+def decided_confinement(config, sharing: int):
+    """How the implementation is confined in this run, decided once (docs/isolation.md,
+    "Decided once"): by the process the user started, from the options; an xdist worker
+    takes its controller's decision and never decides again. ValueError: a usage error."""
+    from gradient_conformance.conformance.transports.confinement import Confinement
+    handed = getattr(config, "workerinput", {}).get(CONFINEMENT_INPUT)
+    if handed is not None:
+        return Confinement.from_text(handed)
+    return Confinement.asked(config.getoption("--conformance-memory-limit"),
+                             config.getoption("--conformance-sandbox"),
+                             config.getoption("--conformance-pass-env"), sharing,
+                             config.getoption("--conformance-sandbox-bind")).resolved()
+
+
+def hand_on_confinement(node, run) -> None:
+    """Give an xdist worker this process's decided confinement (its `workerinput`)."""
+    if run is not None and run.impl is not None and run.impl.confinement is not None:
+        node.workerinput[CONFINEMENT_INPUT] = run.impl.confinement.as_text()
+
+
+def foreign_configuration(config, run) -> str | None:
+    """What of the user's own pytest setup this run loaded into the suite's process (a
+    configuration file, conftest.py files), in one line; None when nothing was, as under
+    gradient-conformance, which loads none."""
+    if run is None:
+        return None
+    package = pathlib.Path(__file__).resolve().parent
+    conftests = sorted({str(getattr(p, "__file__", "")) for p in
+                        config.pluginmanager.get_plugins()
+                        if str(getattr(p, "__file__", "")).endswith("conftest.py") and
+                        package not in pathlib.Path(str(p.__file__)).resolve().parents})
+    ini = config.inipath if config.inipath is not None and \
+        str(config.inipath) != os.devnull else None
+    if not conftests and ini is None:
+        return None
+    loaded = [*([f"the configuration file {ini}"] if ini else []),
+              *(f"{path}" for path in conftests)]
+    return ("not isolated from your pytest setup: this run loaded " + ", ".join(loaded)
+            + " into the suite's own process, where they can change what it checks and its "
+            "verdict (pytest loads them by design; gradient-conformance loads none)")
+
+
 def worker_id(config) -> str | None:
     """The xdist worker this process is, or None for the process that writes the reports."""
     return getattr(config, "workerinput", {}).get("workerid")

@@ -7,6 +7,7 @@ naming the line and the token.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
 
@@ -19,6 +20,8 @@ from .semantics import SPEC, Semantics
 from .syntax import Operand, Statement
 
 MAX_NESTING = 64  # ranges inside ranges, and calls inside function bodies; SPEC.md, "Limits"
+MAX_RUNS = 1 << 22  # statements run (a body's once per turn) and turns taken; SPEC.md, "Limits"
+MAX_BUFFER_ELEMENTS = 1 << 26  # in all the buffers of one program together; SPEC.md, "Limits"
 _EFFECT_OPS = ("store", "end", "return", "def")
 
 
@@ -57,6 +60,13 @@ def _reading(o: Operand, buffers: set) -> str:
 def _closes_def(s: Statement) -> bool:
     """Whether an `end` closes a function (`end @f`) rather than a range (`end %i`)."""
     return bool(s.operands) and s.operands[0].kind == "func"
+
+
+def _count(s: Statement) -> int:
+    """A range statement's count as written, where it is a count (checked when it is built)."""
+    operand = s.operands[0] if len(s.operands) == 1 else None
+    value = operand.value if operand is not None and operand.kind == "i32" else 0
+    return max(value, 0) if isinstance(value, int) else 0
 
 
 def build_program(statements: list[Statement], semantics: Semantics = SPEC) -> Program:
@@ -98,6 +108,8 @@ class _Builder:
         self.definitions: list[Statement] = []
         self.calls: dict[Node, Instance] = {}
         self.names: dict[Node, str] = {}
+        self.runs = 0  # statements the program runs, counted as it is built (MAX_RUNS)
+        self.buffer_elements = 0  # in its buffers so far (MAX_BUFFER_ELEMENTS)
         self.loads_in: dict[Node, frozenset[int]] = {}  # load -> ranges it was made inside
         self.next_range = 1
 
@@ -150,6 +162,14 @@ class _Builder:
                              f"without '{s.target} ='")
         if s.op not in _EFFECT_OPS and not s.target:
             raise BuildError(s.line, s.op, f"a {s.op} statement needs a name: '%name = {s.op} ...'")
+        # Bounded before anything runs: a case of ten lines may nest two ranges of 2^31 turns
+        # (the run's own length, never a deadline, so the bound holds on any machine).
+        turns = math.prod(f.loop.count for f in self.frames if f.loop is not None)
+        self.runs += turns * (1 + (s.op == "range" and _count(s)))
+        if self.runs > MAX_RUNS:
+            raise BeyondLimit(s.line, _target(s) or s.op, f"the program runs more than "
+                              f"{MAX_RUNS} statements (each statement of a range body once a "
+                              "turn, and each turn)")
         handler = {"buffer": self._buffer, "store": self._store, "range": self._range,
                    "end": self._end, "gradient": self._gradient,
                    "return": self._misplaced}.get(s.op, self._value)
@@ -196,6 +216,10 @@ class _Builder:
             raise BuildError(s.line, str(dtype), "buffer needs dtype=f32, dtype=i32 or "
                              "dtype=bool")
         shape = _shape_attr(s, attrs.get("shape", ()))
+        self.buffer_elements += math.prod(shape)
+        if self.buffer_elements > MAX_BUFFER_ELEMENTS:
+            raise BeyondLimit(s.line, str(slot), f"the buffers declared so far hold more than "
+                              f"{MAX_BUFFER_ELEMENTS} elements together")
         first = len(self.graph.nodes)
         node = self.graph.node("buffer", (), (("slot", slot),), line=s.line, dtype=dtype,
                                shape=shape)

@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import exact
-from .errors import BuildError, IRError
+from .builder import MAX_BUFFER_ELEMENTS
+from .errors import BeyondLimit, BuildError, IRError
 from .graph import MAX_ELEMENTS
 from .interp import NUMPY_DTYPES
 from .ops import POISON
@@ -81,15 +82,21 @@ def buffer_slots(source: str) -> dict[int, tuple[str, tuple[int, ...]]]:
 def slots_of(statements) -> dict[int, tuple[str, tuple[int, ...]]]:
     """buffer_slots, for a program already parsed."""
     slots = {}
+    total = 0
     for s in statements:
         if s.op == "buffer":
             shape = s.attr("shape", ())
             shape = (shape,) if isinstance(shape, int) else tuple(shape)
             # Checked before anything is allocated: a case of a few bytes may declare a
-            # buffer of gigabytes (SPEC.md, "Limits").
+            # buffer of gigabytes, or many buffers just under the limit (SPEC.md, "Limits").
             if all(isinstance(d, int) for d in shape) and math.prod(shape) > MAX_ELEMENTS:
                 raise BuildError(s.line, "shape", f"buffer shape {list(shape)} has more than "
                                  f"{MAX_ELEMENTS} elements, the reference's limit")
+            total += math.prod(d for d in shape if isinstance(d, int))
+            if total > MAX_BUFFER_ELEMENTS:
+                raise BeyondLimit(s.line, "shape", f"the buffers declared so far hold more "
+                                  f"than {MAX_BUFFER_ELEMENTS} elements together, the "
+                                  "reference's limit")
             slots[s.attr("slot")] = (s.attr("dtype"), shape)
     return slots
 

@@ -30,6 +30,15 @@ def visible(text: str) -> str:
                           str(text))
 
 
+def quoted(text: str) -> str:
+    """`text` as `visible` shows it, each line after its first marked `| `: what an
+    implementation wrote, quoted in one of the suite's messages (a load that failed), so
+    that none of its lines reads as the suite's ("301 passed") and no escape reaches the
+    terminal."""
+    first, *rest = visible(text).replace("\r", "\\r").split("\n")
+    return "\n".join([first, *(f"  | {line}" for line in rest)])
+
+
 def one_line(text: str, limit: int) -> str:
     """`text` as `visible` shows it, on one line (its line breaks shown as escapes) and cut
     to `limit` characters: what an implementation calls itself, never a line of its own in

@@ -12,6 +12,10 @@ import pytest
 from hypothesis import given, settings
 
 from gradient_conformance.conformance.readings import Reading
+from gradient_conformance.conformance.transports.confinement import (
+    Confinement,
+    default_memory_limit,
+)
 from gradient_conformance.conformance.transports.loading import (
     LoadFailed,
     checked_capabilities,
@@ -67,14 +71,21 @@ def test_a_claim_the_suite_cannot_read_is_a_usage_error(claim, says):
         "float64_gradients"]
 
 
-def test_a_required_variable_unset_is_a_usage_error_and_a_set_one_is_passed_on(monkeypatch):
-    """tests/impls/traps.py requires TRAPS_DECLARED: unset, the load fails naming it; set,
-    the worker is started again with it, and it reads it (its claim follows it)."""
-    monkeypatch.delenv("TRAPS_DECLARED", raising=False)
-    with pytest.raises(LoadFailed, match="requires the environment variable TRAPS_DECLARED"):
-        load("tests.impls.traps", base=str(ROOT))
+def test_a_required_variable_is_the_user_s_to_pass_on(monkeypatch):
+    """tests/impls/traps.py asks for TRAPS_DECLARED: set but not passed, the load fails
+    naming the option that passes it (the implementation chooses none of the user's
+    environment: docs/isolation.md, "The environment is the user's"); passed but unset, it
+    fails naming it; set and passed, it reads it (its claim follows it)."""
     monkeypatch.setenv("TRAPS_DECLARED", "0")
-    impl = load("tests.impls.traps", base=str(ROOT))
+    with pytest.raises(LoadFailed, match=r"asks for the environment variable TRAPS_DECLARED .*"
+                       r"add --pass-env=TRAPS_DECLARED"):
+        load("tests.impls.traps", base=str(ROOT))
+    passing = Confinement(default_memory_limit(), pass_env=("TRAPS_DECLARED",))
+    monkeypatch.delenv("TRAPS_DECLARED")
+    with pytest.raises(LoadFailed, match="requires the environment variable TRAPS_DECLARED"):
+        load("tests.impls.traps", base=str(ROOT), confinement=passing)
+    monkeypatch.setenv("TRAPS_DECLARED", "0")
+    impl = load("tests.impls.traps", base=str(ROOT), confinement=passing)
     try:
         assert impl.capabilities["integer_division_traps"] is False
         assert "TRAPS_DECLARED" in impl.confinement.pass_env
@@ -86,7 +97,8 @@ def test_the_implementation_s_process_has_no_gmpy2_unless_it_loads_it(monkeypatc
     """The kit parses with the reference; in the suite's process that rounds with gmpy2, in
     the implementation's with the rational backend, so GMP's handlers are not there."""
     monkeypatch.setenv("TRAPS_DECLARED", "1")
-    impl = load("tests.impls.traps", base=str(ROOT))
+    impl = load("tests.impls.traps", base=str(ROOT),
+                confinement=Confinement(default_memory_limit(), pass_env=("TRAPS_DECLARED",)))
     try:
         assert impl.version == "gmpy2 False"
     finally:
@@ -95,6 +107,7 @@ def test_the_implementation_s_process_has_no_gmpy2_unless_it_loads_it(monkeypatc
 
 def test_a_trapping_division_is_not_sent_where_declared_and_is_a_located_signal_where_not():
     checks = ["-k", "i32_c and test_case_file", "-rs"]
+    checks.append("--pass-env=TRAPS_DECLARED")
     status, out, _ = suite("tests.impls.traps", *checks,
                            env={**os.environ, "TRAPS_DECLARED": "1"})
     assert status == 0, out

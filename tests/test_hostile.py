@@ -28,6 +28,9 @@ from gradient_conformance.conformance.transports.process import Child, ChildFail
 from tests.conftest import ROOT, suite
 
 HERE = ROOT / "tests" / "hostile"
+# The hostile implementations import their helpers beside them (_server.py): their folder is
+# theirs, bound as a user binds a project's folder (docs/isolation.md, "What is bound").
+BIND = f"--sandbox-bind={HERE}"
 BATTERY = tomllib.loads((HERE / "battery.toml").read_text())
 
 
@@ -42,7 +45,7 @@ def impl_of(case: dict) -> str:
 @pytest.mark.parametrize("name", sorted(BATTERY["case"]))
 def test_the_suite_survives(name, figures):
     case = {**BATTERY["defaults"], **BATTERY["case"][name]}
-    code, output, seconds = suite(impl_of(case), "-k", case["select"], *case["args"],
+    code, output, seconds = suite(impl_of(case), "-k", case["select"], *case["args"], BIND,
                                   shrink=bool(case.get("shrink")), timeout=case["seconds"])
     figures(f"hostile: {name:22} exit {code} in {seconds:5.1f} s")
     assert "INTERNALERROR" not in output, output[-3000:]
@@ -84,7 +87,7 @@ def test_each_case_selects_few_checks_and_some(pytester):
 @pytest.mark.parametrize("name", ["surrogate_message", "control_characters", "long_messages"])
 def test_reports_are_written_whatever_the_implementation_says(name, tmp_path):
     html, data = tmp_path / "r.html", tmp_path / "r.json"
-    code, output, _ = suite(str(HERE / f"{name}.py"), "-k", "op_form_recip or near_misses",
+    code, output, _ = suite(str(HERE / f"{name}.py"), BIND, "-k", "op_form_recip or near_misses",
                             "--max-examples=3", "--no-shrink", "-q", f"--report={html}",
                             f"--report-json={data}")
     assert code == 1, output[-3000:]
@@ -105,7 +108,7 @@ def test_a_daemonizing_server_leaves_nothing_running(sandbox):
     if sandbox == "bwrap" and not bwrap_usable():
         pytest.skip("bubblewrap is not installed here, or cannot make a sandbox")
     marker = f"hostile-daemon-{os.getpid()}-{time.time_ns()}"
-    code, output, _ = suite(f"cmd:{sys.executable} {HERE / 'server_daemonizes.py'} {marker}",
+    code, output, _ = suite(f"cmd:{sys.executable} {HERE / 'server_daemonizes.py'} {marker}", BIND,
                             "-k", "op_form_recip", "-q", f"--sandbox={sandbox}")
     if sandbox == "none":
         assert code == 0, output[-3000:]
@@ -119,7 +122,7 @@ def test_a_daemonizing_server_leaves_nothing_running(sandbox):
 
 
 def test_replay_paths_do_not_follow_the_implementation_s_chdir(tmp_path):
-    code, output, _ = suite(str(HERE / "changes_directory.py"), "-k", "op_form_recip", "-q",
+    code, output, _ = suite(str(HERE / "changes_directory.py"), BIND, "-k", "op_form_recip", "-q",
                             f"--cases-out={tmp_path / 'cases'}")
     assert code == 1, output[-3000:]
     replay = re.search(r"^replay:\s+(.+)$", output, re.M).group(1)
@@ -211,7 +214,7 @@ def test_what_an_implementation_says_never_reads_as_the_suite_s(tmp_path):
     and kept on one line; a message's lines are each marked as the implementation's. So no
     line of the output is the fake summary it wrote."""
     report = tmp_path / "r.json"
-    code, output, _ = suite(f"cmd:{sys.executable} {HERE / 'server_says_lines.py'}", "-k",
+    code, output, _ = suite(f"cmd:{sys.executable} {HERE / 'server_says_lines.py'}", BIND, "-k",
                             "op_form_recip", "--no-shrink", f"--report-json={report}")
     assert code == 1, output[-3000:]
     fake = "========================= 200 passed in 1.00s ========================="

@@ -548,8 +548,11 @@ def run(args) -> int:
         except ImportError:
             raise ValueError("--scheduler needs Dask's distributed package: pip install "
                              "'gradient-conformance[cluster]'") from None
-    # A usage error now, rather than in every worker.
-    load_implementation(args.impl, args.case_timeout, confinement_of(args)).close()
+    # Decided once, here (docs/isolation.md, "Decided once"): every session and task is
+    # handed the decision, and a sandbox that then cannot start is an error, never a run
+    # without one. A usage error now, rather than in every worker.
+    confinement = confinement_of(args).resolved()
+    load_implementation(args.impl, args.case_timeout, confinement).close()
     out = pathlib.Path(args.out)
     report = pathlib.Path(args.report) if args.report else out / "report.html"
     progress = fuzz(args.impl, minutes=args.minutes, jobs=args.jobs or 1, out=out,
@@ -557,7 +560,7 @@ def run(args) -> int:
                     batch=args.batch, rounds=args.rounds, timeout=args.case_timeout,
                     paths=tuple(args.paths), scheduler=args.scheduler,
                     task_seconds=args.task_seconds, tasks=args.tasks,
-                    contained=contained(args), confinement=confinement_of(args))
+                    contained=contained(args, confinement.sandbox), confinement=confinement)
     if progress.interrupted:
         return 2  # as pytest's own exit status for an interrupted run
     # docs/fuzzing.md, "Fuzzing": a run that compared nothing, or whose sessions did not end
@@ -565,11 +568,13 @@ def run(args) -> int:
     return 1 if progress.best or progress.unfinished() else 0
 
 
-def contained(args) -> tuple[str, ...]:
+def contained(args, sandbox: str) -> tuple[str, ...]:
     """The suite's containment options, as fuzz was given them (docs/isolation.md,
-    "Isolation"), for each session it starts; a bad size was a usage error already."""
+    "Isolation"), for each session it starts, with the `sandbox` decided (never `auto`);
+    a bad size was a usage error already."""
     from gradient_conformance.conformance.transports.confinement import default_memory_limit
-    out = [f"--sandbox={args.sandbox}", *(f"--pass-env={n}" for n in args.pass_env)]
+    out = [f"--sandbox={sandbox}", *(f"--pass-env={n}" for n in args.pass_env),
+           *(f"--sandbox-bind={path}" for path in args.sandbox_bind)]
     if args.memory_limit is not None:  # parsed already (options.add_containment)
         out.append(f"--memory-limit={args.memory_limit}")
     elif args.scheduler is None:  # the jobs share this machine; a cluster's worker, its own

@@ -23,6 +23,7 @@ SUITE_OPTIONS = {
     "--no-shrink": "--conformance-no-shrink", "--in-process": "--conformance-in-process",
     "--memory-limit": "--conformance-memory-limit", "--sandbox": "--conformance-sandbox",
     "--pass-env": "--conformance-pass-env", "--known": "--conformance-known",
+    "--sandbox-bind": "--conformance-sandbox-bind",
     "--write-known": "--conformance-write-known",
 }
 CHECKS_PACKAGE = "gradient_conformance.conformance.checks"
@@ -32,7 +33,12 @@ def suite_arguments(argv: list[str]) -> list[str]:
     """The pytest arguments that run the installed suite with these options."""
     # --assert=plain: the checks say what differs through their divergences, not through
     # pytest's rewritten asserts, whose compiling slows a fresh install's first start-up.
-    out = ["--pyargs", CHECKS_PACKAGE, "-o", "python_files=test_*.py", "-o",
+    # The suite's process is the suite's (docs/isolation.md, "The suite's own process"): no
+    # configuration file (`-c /dev/null`: none is looked for), no conftest.py, from the
+    # current folder (the implementation's, often) or anywhere; the current folder is still
+    # where pytest's paths are shown from.
+    out = ["-c", os.devnull, f"--rootdir={os.getcwd()}", "--noconftest",
+           "--pyargs", CHECKS_PACKAGE, "-o", "python_files=test_*.py", "-o",
            "python_functions=test_*", "--assert=plain"]
     if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
         out += ["-p", "gradient_conformance.conformance.plugin"]
@@ -282,7 +288,8 @@ def confinement_of(args, sharing: int = 1):
     isolation.md, "Isolation"), for a command that starts the implementation itself; the
     default memory limit shared among `sharing` processes."""
     from gradient_conformance.conformance.transports.confinement import Confinement
-    return Confinement.asked(args.memory_limit, args.sandbox, args.pass_env, sharing)
+    return Confinement.asked(args.memory_limit, args.sandbox, args.pass_env, sharing,
+                             args.sandbox_bind)
 
 
 def load_implementation(spec: str, timeout: float, confinement=None):
@@ -293,5 +300,6 @@ def load_implementation(spec: str, timeout: float, confinement=None):
     try:
         return load(spec, timeout=timeout, confinement=confinement)
     except LoadFailed as problem:
-        raise ValueError(f"--impl={spec}: could not load it: {problem}") from None
+        from gradient_conformance.reports.records import quoted
+        raise ValueError(f"--impl={spec}: could not load it: {quoted(str(problem))}") from None
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
 import time
 
 import numpy as np
@@ -86,8 +87,13 @@ class Command(Holding):
         return {"build": source, "program": program_json(source)}
 
     def _start(self) -> None:
-        self.child = Child(self.argv, cwd=self.cwd, confinement=self.confinement,
-                           reach=[*python_reach(), *program_files(self.argv, self.cwd)])
+        try:
+            self.child = Child(self.argv, cwd=self.cwd, confinement=self.confinement,
+                               reach=python_reach(), own=program_files(self.argv, self.cwd))
+        except (OSError, ValueError, subprocess.SubprocessError) as problem:
+            # never started without the sandbox or control group it was decided to have
+            raise ChildFailed("crash", f"it could not be started under its confinement: "
+                              f"{problem}") from None
         self.started += 1
 
     def _request(self, body: dict, *, limit: int, seconds: float | None = None) -> dict:

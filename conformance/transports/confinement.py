@@ -10,11 +10,15 @@ worker or a `cmd:` program) before that process runs a line of the implementatio
   working folder, removed when the process ends;
 - an environment built from an allow-list (`KEPT`) and the names the user passes on;
 - where Debian's bubblewrap is installed (`sandbox="auto"`, or `"bwrap"` to insist), a
-  sandbox: only what the implementation needs, read-only (the system's programs and
-  libraries, the parts of /etc they read, the interpreter's installation and import path,
-  the implementation's own files, with the files their owner keeps to itself masked), its
-  temporary folders as small tmpfs, no network, its own user (never root, no capability) and
-  PID namespace (so no process it starts outlives it, and it cannot see the suite's).
+  sandbox: only what the implementation needs, bound explicitly and read-only (the system's
+  programs and libraries, the parts of /etc they read, the interpreter's installation and
+  import path, this package, the implementation's own module or package or program and the
+  files its command line names, and what the user binds), never a home, /tmp, /run or a
+  folder above one; its temporary folders as small tmpfs, no network, its own user (never
+  root, inside or out; no capability), PID and IPC namespaces (so no process it starts
+  outlives it, and it cannot see the suite's), no keyring (kernel.py's seccomp filter);
+- where a control group can be made (as root), its whole tree's memory and tasks bounded
+  (kernel.py).
 
 Nothing here is trusted to the implementation: it cannot raise a limit it was given, and the
 sandbox is set up by a process it never runs in.
@@ -24,6 +28,8 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import dataclasses
+import json
 import os
 import resource
 import shutil
@@ -34,6 +40,7 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from gradient_conformance.conformance.transports import kernel
 from gradient_conformance.reference.exact import ROUNDING
 
 SANDBOXES = ("auto", "bwrap", "none")
@@ -84,11 +91,17 @@ def bwrap_usable() -> bool:
     program = shutil.which("bwrap")
     if program is None or not os.access(_BASH, os.X_OK):
         return False
+    filtering = filter_descriptor()
     try:
-        return subprocess.run([program, *_sandbox(64 << 20), "--", _BASH, "-c", "true"],
-                              capture_output=True, timeout=10).returncode == 0
+        return subprocess.run([program, *_sandbox(64 << 20, filtering), "--", *_as_nobody(),
+                               _BASH, "-c", "true"], capture_output=True, timeout=10,
+                              pass_fds=(filtering,) if filtering is not None else ()
+                              ).returncode == 0
     except (OSError, subprocess.SubprocessError):
         return False
+    finally:
+        if filtering is not None:
+            os.close(filtering)
 
 
 _BASH = "/bin/bash"  # moves the channel into place inside the sandbox
@@ -103,24 +116,47 @@ ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "timezone", "ns
        "ca-certificates", "ca-certificates.conf", "alternatives", "mime.types",
        "locale.alias", "locale.conf", "os-release", "debian_version", "python3",
        "fonts", "xdg")
-# Names of files that hold secrets, masked in the implementation's own folders whatever
-# their mode (besides every file there its owner keeps to itself).
-SECRET_NAMES = (".env", ".netrc", ".pypirc", ".npmrc", ".git-credentials", ".pgpass",
-                "credentials", "id_rsa", "id_ed25519", "id_ecdsa")
+# Shared places of the host: never bound, nor a folder above one (a home is one too).
+SHARED = ("/tmp", "/var/tmp", "/run", "/var/run", "/dev/shm", "/dev", "/proc", "/root")
 
 
-def _sandbox(memory_limit: int) -> list[str]:
+def _sandbox(memory_limit: int, filtering: int | None) -> list[str]:
     """The sandbox's namespaces and its writable places: tmpfs each at most a quarter of the
     memory limit (what they hold is memory the data limit does not count), the root itself
-    read-only once the binds are made (the binds follow these)."""
+    read-only once the binds are made (the binds follow these). As root, no user namespace:
+    bubblewrap makes the rest as root and `_as_nobody` then drops to the user nobody, who is
+    nobody outside too (a user namespace would map it to root outside, the owner of the
+    host's files). `filtering`: the descriptor of kernel.py's seccomp filter, if any."""
     tmpfs = str(max(memory_limit // 4, 16 << 20))
-    user = ["--uid", str(NOBODY), "--gid", str(NOBODY)] if os.geteuid() == 0 else []
-    return ["--unshare-user", *user, "--disable-userns", "--cap-drop", "ALL",
-            "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
+    user = [] if os.geteuid() == 0 else ["--unshare-user", "--disable-userns", "--cap-drop",
+                                         "ALL"]
+    seccomp = ["--seccomp", str(filtering)] if filtering is not None else []
+    return [*user, *seccomp, "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
             "--unshare-cgroup-try", "--die-with-parent", "--new-session",
             "--dev", "/dev", "--proc", "/proc",
-            "--size", tmpfs, "--tmpfs", "/tmp", "--size", tmpfs, "--tmpfs", "/dev/shm",
-            *_system_binds()]
+            "--perms", "1777", "--size", tmpfs, "--tmpfs", "/tmp",
+            "--perms", "1777", "--size", tmpfs, "--tmpfs", "/dev/shm", *_system_binds()]
+
+
+def _as_nobody() -> list[str]:
+    """As root: the command that drops to nobody with no capability and no way back, run
+    inside the sandbox before anything of the implementation's."""
+    if os.geteuid() != 0:
+        return []
+    return ["/usr/bin/setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
+            "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
+
+
+def filter_descriptor() -> int | None:
+    """A descriptor to read kernel.py's seccomp filter from (a pipe holding it), or None on
+    an architecture it does not know."""
+    program = kernel.seccomp_program()
+    if program is None:
+        return None
+    read, write = os.pipe()
+    os.write(write, program)  # 8 bytes an instruction: far below a pipe's buffer
+    os.close(write)
+    return read
 
 
 def _system_binds() -> list[str]:
@@ -130,13 +166,33 @@ def _system_binds() -> list[str]:
             binds += ["--symlink", os.readlink(path), path]
         elif os.path.isdir(path):
             binds += ["--ro-bind", path, path]
+    binds += ["--perms", "0755", "--dir", "/etc"]  # made 0700 otherwise: closed to nobody
     for name in ETC:
         binds += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
-    # Its TLS certificates, not the host's keys: mapped to root's user as root, the
-    # implementation would read a folder only its owner may.
-    if os.path.isdir("/etc/ssl/private"):
+    if os.path.isdir("/etc/ssl/private"):  # the host's TLS keys, not its certificates
         binds += ["--tmpfs", "/etc/ssl/private"]
     return binds
+
+
+def homes() -> set[str]:
+    """The users' homes: this user's, root's, and every home under /home."""
+    import pwd
+    found = {os.path.realpath(os.path.expanduser("~")), "/root"}
+    with contextlib.suppress(OSError, KeyError):
+        found |= {os.path.realpath(p.pw_dir) for p in pwd.getpwall()
+                  if p.pw_dir.startswith("/home/")}
+    return {h for h in found if h != os.sep}
+
+
+def refused(path: str, shared: set[str] | None = None) -> bool:
+    """Whether `path` is never bound: a home or a shared place of the host (`SHARED`), or a
+    folder above one (/, /home, /var)."""
+    path = os.path.realpath(path)
+    for place in shared if shared is not None else {*SHARED, *homes()}:
+        place = os.path.realpath(place)
+        if path == place or place.startswith(path.rstrip(os.sep) + os.sep):
+            return True
+    return False
 
 
 def python_reach() -> list[str]:
@@ -165,83 +221,130 @@ def python_reach() -> list[str]:
 
 
 def own_files(spec: str, base: str) -> list[str]:
-    """What a Python implementation named `spec` (from `base`) is made of: a `.py` file's
-    folder (importable beside it), or for a module name `base`, where it is looked up first;
-    nothing for the suite's own oracle and its variants."""
+    """What a Python implementation named `spec` (from `base`) is made of: a `.py` file
+    alone; for a module name, the file or the package's folder it names in `base`, where the
+    worker looks it up first (nothing there: an installed module, in the import path).
+    Nothing for the suite's own oracle and its variants."""
     if spec == "reference" or spec.startswith("variant:"):
         return []
     if spec.endswith(".py"):
-        return [os.path.dirname(os.path.realpath(os.path.join(base, spec)))]
-    return [base]
+        return [os.path.realpath(os.path.join(base, spec))]
+    top = os.path.join(base, spec.split(".")[0])
+    return [p for p in (top + ".py", top) if os.path.exists(p)][:1]
 
 
 def program_files(argv: list[str], cwd: str | None) -> list[str]:
-    """What a `cmd:` program is made of: each word of its command line that names a file or
-    a folder (a file's folder; a program in a `bin` folder, the installation around it) and
-    the program the first word finds on PATH."""
+    """What a `cmd:` program is made of: the program (in a `bin` folder of an installation
+    that is no home, the installation: a venv's interpreter needs its packages) and each
+    file its other words name, each file alone (a word naming a folder binds nothing:
+    --sandbox-bind does)."""
+    if not argv:
+        return []
     found = []
-    words = [*argv, *([shutil.which(argv[0]) or ""] if argv else [])]
-    for word in filter(None, words):
+    program = shutil.which(argv[0]) or argv[0]
+    for path in dict.fromkeys((os.path.abspath(os.path.join(cwd or os.getcwd(), program)),
+                               os.path.realpath(os.path.join(cwd or os.getcwd(), program)))):
+        if not os.path.isfile(path):
+            continue
+        folder = os.path.dirname(path)
+        installation = os.path.dirname(folder)
+        found.append(installation if os.path.basename(folder) == "bin" and
+                     os.path.exists(os.path.join(installation, "pyvenv.cfg")) and
+                     not refused(installation) else path)
+    for word in argv[1:]:
         named = os.path.abspath(os.path.join(cwd or os.getcwd(), word))
-        # The path as written (a venv's bin/python, a link) and the file it leads to.
-        for path in dict.fromkeys((named, os.path.realpath(named))):
-            if not os.path.exists(path):
-                continue
-            folder = path if os.path.isdir(path) else os.path.dirname(path)
-            found.append(os.path.dirname(folder) if os.path.basename(folder) == "bin"
-                         else folder)
+        if os.path.isfile(named):
+            found.append(named)
     return found
 
 
-def _own_binds(reach: list[str], folder: str) -> list[str]:
+def _own_binds(reach: list[str], folder: str, *, scanned: Sequence[str] = ()
+               ) -> list[str]:
     """Read-only binds of the paths in `reach` that exist (each once, outermost first; none
-    inside the private folder, nor / itself), each folder's top-level files that hold secrets
-    masked: those their owner keeps to itself (no read for others) and those named as secrets
-    are (`SECRET_NAMES`)."""
+    inside the private folder, nor a home or a shared place or a folder above one), at the
+    same path. In the folders of `scanned` (the implementation's own and the user's binds),
+    a socket, FIFO or device is hidden behind /dev/null: nothing there reaches outside."""
+    shared = {*SHARED, *homes()}
     paths = sorted({os.path.realpath(p) for p in reach if p and os.path.exists(p)},
                    key=lambda p: (p.count(os.sep), p))
     kept: list[str] = []
     inside = [*(p for p in SYSTEM if not os.path.islink(p)), folder]  # bound otherwise
     for path in paths:
-        if path != os.sep and not any(path == k or path.startswith(k + os.sep)
-                                      for k in (*inside, *kept)):
-            kept.append(path)
+        if refused(path, shared) or any(path == k or path.startswith(k + os.sep)
+                                        for k in (*inside, *kept)):
+            continue
+        if not (os.path.isdir(path) or os.path.isfile(path)):
+            continue  # a socket, a FIFO, a device: never from outside
+        kept.append(path)
+    scan = {os.path.realpath(p) for p in scanned}
     binds: list[str] = []
+    made: set[str] = set()
     for path in kept:
+        binds += _folders_above(path, made)
         binds += ["--ro-bind", path, path]
-        if os.path.isdir(path):
-            binds += [a for name in _secrets(path)
-                      for a in ("--ro-bind", "/dev/null", os.path.join(path, name))]
+        if os.path.isdir(path) and any(path == s or path.startswith(s + os.sep) or
+                                       s.startswith(path + os.sep) for s in scan):
+            for special in _specials(path):
+                binds += ["--ro-bind", "/dev/null", special]
     return binds
 
 
-def _secrets(folder: str) -> list[str]:
-    """The files directly in `folder` that hold secrets: named so, or kept from others."""
-    found = []
-    with contextlib.suppress(OSError):
-        for entry in os.scandir(folder):
-            with contextlib.suppress(OSError):
-                if not entry.is_file(follow_symlinks=False):
-                    continue
-                if entry.name in SECRET_NAMES or entry.name.startswith(".env") or \
-                        not entry.stat(follow_symlinks=False).st_mode & 0o004:
-                    found.append(entry.name)
+def _folders_above(path: str, made: set[str]) -> list[str]:
+    """The folders above `path` that the sandbox makes (bubblewrap would make them 0700,
+    which the user nobody cannot pass through), each once, readable by all."""
+    out = []
+    parts = path.strip(os.sep).split(os.sep)[:-1]
+    for k in range(1, len(parts) + 1):
+        folder = os.sep + os.sep.join(parts[:k])
+        if folder not in made and folder not in ("/usr", "/sys"):
+            made.add(folder)
+            out += ["--perms", "0755", "--dir", folder]
+    return out
+
+
+SCAN_LIMIT = 100_000  # entries looked at in one bound folder for sockets and FIFOs
+
+
+def _specials(folder: str) -> list[str]:
+    """The sockets, FIFOs and devices under `folder` (not through links); a folder too large
+    to look through is refused by a ValueError, never bound unseen."""
+    found, seen, stack = [], 0, [folder]
+    while stack:
+        with contextlib.suppress(OSError), os.scandir(stack.pop()) as entries:
+            for entry in entries:
+                seen += 1
+                if seen > SCAN_LIMIT:
+                    raise ValueError(f"{folder} holds more than {SCAN_LIMIT} entries: too many "
+                                     "to look through for sockets before binding it")
+                with contextlib.suppress(OSError):
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(entry.path)
+                    elif not entry.is_symlink() and not entry.is_file(follow_symlinks=False):
+                        found.append(entry.path)
     return found
 
 
 @dataclass(frozen=True)
 class Confinement:
-    """How the implementation's processes are confined (docs/isolation.md, "Isolation")."""
+    """How the implementation's processes are confined (docs/isolation.md, "Isolation").
+    `binds`: what the user bound besides (--sandbox-bind); `bounded`: whether a control group
+    bounds the whole tree's memory and tasks (decided with the sandbox, by `resolved`).
+    `as_text` and `from_text` carry a decided one to another process."""
 
     memory_limit: int
     sandbox: str = "auto"
     pass_env: tuple[str, ...] = ()
+    binds: tuple[str, ...] = ()
+    bounded: bool = False
+    decided: bool = False  # by `resolved`, in the process the user started
 
     @classmethod
-    def asked(cls, memory_limit: int | None, sandbox: str, pass_env, sharing: int = 1):
+    def asked(cls, memory_limit: int | None, sandbox: str, pass_env, sharing: int = 1,
+              binds=()):
         """As the containment options ask (options.add_containment, for the suite or a
         command): no memory limit given, the default shared among `sharing` processes."""
-        return cls(memory_limit or default_memory_limit(sharing), sandbox, tuple(pass_env))
+        return cls(memory_limit or default_memory_limit(sharing), sandbox, tuple(pass_env),
+                   tuple(os.path.abspath(b) for b in binds))
 
     def __post_init__(self):
         if self.sandbox not in SANDBOXES:
@@ -249,26 +352,64 @@ class Confinement:
                              f"{self.sandbox!r}")
 
     def resolved(self) -> Confinement:
-        """The same, with `auto` decided: `bwrap` where bubblewrap works, else `none`. A
-        demanded `bwrap` that does not work is a ValueError saying so."""
+        """The same, decided: `auto` as `bwrap` where bubblewrap works, else `none`, and
+        whether a control group can be made. Decided once, by the process the user started,
+        and handed to every process that starts an implementation (xdist's workers, fuzz's
+        sessions and tasks), which never decide again: a sandbox that then cannot start is
+        an error of that case. A demanded `bwrap` that does not work is a ValueError."""
         if self.sandbox == "auto":
-            return Confinement(self.memory_limit, "bwrap" if bwrap_usable() else "none",
-                               self.pass_env)
-        if self.sandbox == "bwrap" and not bwrap_usable():
+            sandbox = "bwrap" if bwrap_usable() else "none"
+        elif self.sandbox == "bwrap" and not bwrap_usable():
             raise ValueError("--sandbox=bwrap: bubblewrap is not installed, or cannot make a "
                              "sandbox here (Debian: apt install bubblewrap)")
-        return self
+        else:
+            sandbox = self.sandbox
+        for path in self.binds:
+            if not os.path.exists(path):
+                raise ValueError(f"--sandbox-bind {path}: no such file or folder")
+        probe = kernel.make_cgroup(f"gradient-conformance-probe-{os.getpid()}",
+                                   self.memory_limit)
+        if probe is not None:
+            probe.remove()
+        return dataclasses.replace(self, sandbox=sandbox, bounded=probe is not None,
+                                   decided=True)
+
+    def as_text(self) -> str:
+        return json.dumps(dataclasses.asdict(self))
+
+    @classmethod
+    def from_text(cls, text: str) -> Confinement:
+        """A confinement another process decided (as_text); ValueError if it is none."""
+        try:
+            said = json.loads(text)
+            made = cls(int(said["memory_limit"]), str(said["sandbox"]),
+                       tuple(map(str, said["pass_env"])), tuple(map(str, said["binds"])),
+                       bool(said["bounded"]), bool(said["decided"]))
+        except (ValueError, TypeError, KeyError) as problem:
+            raise ValueError(f"not a confinement: {problem}") from None
+        if not made.decided or made.sandbox == "auto":
+            raise ValueError("a confinement handed on must be decided")
+        return made
 
     def words(self) -> str:
         """What holds, for the report."""
         held = ("in a bubblewrap sandbox (only the system, its interpreter and its own files, "
-                "read-only; no network; its own user and PID namespace)"
-                if self.sandbox == "bwrap" else "with no sandbox (it runs as your user: it "
-                "can read and write what you can, and signal the suite; a SIGSTOP it sends "
-                "stops the run for good)")
-        return (f"{held}, memory limited to {shown_size(self.memory_limit)}, environment "
-                f"scrubbed" + (f" (passed on: {', '.join(self.pass_env)})" if self.pass_env
-                               else ""))
+                "read-only; no network, no keyring; its own unprivileged user, PID and IPC "
+                "namespaces)" if self.sandbox == "bwrap" else "with no sandbox (it runs as "
+                "your user: it can read and write what you can, and signal the suite; a "
+                "SIGSTOP it sends stops the run for good)")
+        binds = f", also bound: {', '.join(self.binds)}" if self.binds and \
+            self.sandbox == "bwrap" else ""
+        memory = (f"memory limited to {shown_size(self.memory_limit)} for its whole tree "
+                  f"(a control group: shared memory and memfds count), at most "
+                  f"{kernel.TASK_LIMIT} tasks" if self.bounded else
+                  f"memory limited to {shown_size(self.memory_limit)} per process (shared "
+                  "memory and memfds not counted: no control group could be made), at most "
+                  f"{kernel.TASK_LIMIT} tasks more than its user had (RLIMIT_NPROC)")
+        if self.sandbox != "bwrap":
+            memory += ", shared memory it leaves (SysV segments, /dev/shm) not removed"
+        return (f"{held}{binds}, {memory}, environment scrubbed"
+                + (f" (passed on: {', '.join(self.pass_env)})" if self.pass_env else ""))
 
     def environment(self, folder: str) -> dict[str, str]:
         kept = {name: os.environ[name] for name in (*KEPT, *self.pass_env)
@@ -279,11 +420,14 @@ class Confinement:
                 ROUNDING: "rational", "MPMATH_NOGMPY": "1"}
 
     def command(self, argv: list[str], folder: str, cwd: str,
-                channel: tuple[int, int] = (0, 1), reach: Sequence[str] = ()) -> list[str]:
+                channel: tuple[int, int] = (0, 1), reach: Sequence[str] = (),
+                own: Sequence[str] = (), filtering: int | None = None) -> list[str]:
         """`argv` as started under this confinement (the sandbox's own arguments first), in
         `cwd`; in a sandbox, the `channel` descriptors are made its stdin and stdout, and it
-        reads only the system, the paths in `reach` (the implementation's own files, its
-        interpreter; `cwd` among them) and its private folder, a tmpfs."""
+        reads only the system, the paths in `reach` (its interpreter), `own` (the
+        implementation's own files) and the user's binds, and its private folder, a tmpfs.
+        `cwd` is there, empty but for what is bound in it. `filtering`: the seccomp filter's
+        descriptor (filter_descriptor), passed to the process."""
         if self.sandbox != "bwrap":
             return argv
         program = shutil.which("bwrap") or "bwrap"
@@ -291,14 +435,38 @@ class Confinement:
         # bash, not sh: Debian's sh cannot redirect a descriptor above 9.
         move = f'exec 0<&{into} 1>&{out} {into}<&- {out}>&-; exec "$@"'
         size = str(max(self.memory_limit // 4, 16 << 20))
-        return [program, *_sandbox(self.memory_limit), *_own_binds(list(reach), folder),
-                "--size", size, "--tmpfs", folder, "--remount-ro", "/", "--chdir", cwd, "--",
+        binds = _own_binds([*reach, *own, *self.binds], folder,
+                           scanned=[*own, *self.binds])
+        return [program, *_sandbox(self.memory_limit, filtering), *binds,
+                "--size", size, "--perms", "1777", "--tmpfs", folder,
+                *_folders_above(os.path.join(cwd, "."), set()),
+                "--remount-ro", "/", "--chdir", cwd, "--", *_as_nobody(),
                 _BASH, "-c", move, "bash", *argv]
 
-    def limit(self) -> None:
-        """In the started process, before it runs anything: the limits."""
+    def cgroup(self, name: str) -> kernel.Cgroup | None:
+        """The control group of one started process, where `bounded`; a group that cannot
+        be made then is an OSError: the process is not started unbounded."""
+        if not self.bounded:
+            return None
+        made = kernel.make_cgroup(name, self.memory_limit)
+        if made is None:
+            raise OSError(f"the control group that bounds its memory could not be made "
+                          f"({name})")
+        return made
+
+    def tasks(self) -> int:
+        """Its RLIMIT_NPROC: as many tasks as the user it runs as has now, and TASK_LIMIT
+        more (the limit counts all of that user's tasks); computed in the suite's process,
+        before the start."""
+        return kernel.tasks_of(NOBODY if os.geteuid() == 0 and self.sandbox == "bwrap"
+                               else os.getuid()) + kernel.TASK_LIMIT
+
+    def limit(self, tasks: int | None = None) -> None:
+        """In the started process, before it runs anything: the limits (`tasks`: its
+        RLIMIT_NPROC, from `tasks()`)."""
         for which, value in ((resource.RLIMIT_DATA, self.memory_limit),
-                             (resource.RLIMIT_FSIZE, FILE_LIMIT), (resource.RLIMIT_CORE, 0)):
+                             (resource.RLIMIT_FSIZE, FILE_LIMIT), (resource.RLIMIT_CORE, 0),
+                             *([(resource.RLIMIT_NPROC, tasks)] if tasks else [])):
             with contextlib.suppress(ValueError, OSError):
                 _soft, hard = resource.getrlimit(which)
                 cap = value if hard == resource.RLIM_INFINITY else min(value, hard)

@@ -11,7 +11,6 @@ back as an `Outcome`; nothing it does escapes into the suite.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import pathlib
 import re
@@ -267,14 +266,17 @@ def load(spec: str, *, timeout: float = DEFAULT_TIMEOUT, load_timeout: float = L
     """What --impl names, started and asked what it is; LoadFailed if it cannot be.
     `base`: the directory relative names and paths are looked up from (the current one).
     `confinement`: how its process is held in (docs/isolation.md, "Isolation"); by default a safe
-    share of the machine's memory, and a sandbox where bubblewrap is installed."""
+    share of the machine's memory, and a sandbox where bubblewrap is installed. An `auto`
+    sandbox is decided here, in the process that calls this first; a confinement already
+    decided (`resolved`) is taken as it is, never decided again."""
     base = str(pathlib.Path(base or os.getcwd()).resolve())
     if confinement is None:
         confinement = Confinement(default_memory_limit())
-    try:
-        confinement = confinement.resolved()
-    except ValueError as problem:
-        raise LoadFailed(str(problem)) from None
+    if not confinement.decided:
+        try:
+            confinement = confinement.resolved()
+        except ValueError as problem:
+            raise LoadFailed(str(problem)) from None
     transport: Transport
     if spec.startswith("cmd:"):
         command = Command(_command_argv(spec[4:], base), timeout=timeout, cwd=base,
@@ -299,23 +301,26 @@ def load(spec: str, *, timeout: float = DEFAULT_TIMEOUT, load_timeout: float = L
             version=one_line(str(said.get("version") or ""), TEXT_LIMIT),
             capabilities=said.get("capabilities"),
             functions=_functions(said.get("functions"))))
+        # The environment is the user's to give: a name the implementation asks for is
+        # passed only where the user passed it (--pass-env), never on its word alone.
         required = impl.capabilities["environment"]
+        unpassed = [name for name in required if name not in confinement.pass_env]
+        if unpassed and impl.confinement is not None:
+            raise LoadFailed(
+                f"{impl.label} asks for the environment variable"
+                f"{'s' if len(unpassed) > 1 else ''} {', '.join(unpassed)} (CAPABILITIES"
+                "['environment']): the suite passes on only what you name; to give "
+                f"{'them' if len(unpassed) > 1 else 'it'}, add "
+                + " ".join(f"--pass-env={name}" for name in unpassed))
         missing = [name for name in required if name not in os.environ]
         if missing:
             raise LoadFailed(f"{impl.label} requires the environment variable"
                              f"{'s' if len(missing) > 1 else ''} {', '.join(missing)}, not "
-                             "set here: set it, and the suite passes it on (CAPABILITIES"
+                             "set here: set it, and pass it on with --pass-env (CAPABILITIES"
                              "['environment'])")
     except LoadFailed:
         transport.close()
         raise
-    unpassed = tuple(n for n in required if n not in confinement.pass_env)
-    if unpassed and impl.confinement is not None:
-        # Started again with them: the process reads its environment when it starts.
-        transport.close()
-        return load(spec, timeout=timeout, load_timeout=load_timeout, base=base,
-                    confinement=dataclasses.replace(
-                        confinement, pass_env=(*confinement.pass_env, *unpassed)))
     return impl
 
 

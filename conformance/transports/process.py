@@ -31,6 +31,7 @@ from gradient_conformance.conformance.transports.confinement import (
     Ended,
     become_subreaper,
     descendants,
+    filter_descriptor,
     kill_all,
     private_folder,
     processes,
@@ -70,11 +71,12 @@ class Child:
 
     def __init__(self, argv: list[str], *, cwd: str | None = None, env: dict | None = None,
                  confinement: Confinement | None = None, own_folder: bool = False,
-                 reach: collections.abc.Sequence[str] = ()):
+                 reach: collections.abc.Sequence[str] = (),
+                 own: collections.abc.Sequence[str] = ()):
         """`confinement`: the limits, environment and sandbox it starts under (docs/isolation.md,
         "Isolation"); with `own_folder`, its working folder is its private one, not `cwd`;
-        `reach`: what it reads in a sandbox besides the system (its interpreter, its own
-        files; its working folder too)."""
+        `reach`: what it reads in a sandbox besides the system (its interpreter); `own`: the
+        implementation's own files."""
         self.token = secrets.token_hex(8)
         self.confinement = confinement
         self.sandboxed = confinement is not None and confinement.sandbox == "bwrap"
@@ -83,11 +85,14 @@ class Child:
         reply_read, reply_write = os.pipe()
         output_read, output_write = os.pipe()
         theirs = (request_read, reply_write, output_write)
+        filtering = filter_descriptor() if self.sandboxed else None
+        passed = (*theirs[:2], *([filtering] if filtering is not None else []))
+        self.cgroup = None
         if confinement is not None and self.folder is not None:
             environment = confinement.environment(self.folder)
             cwd = self.folder if own_folder else (cwd or os.getcwd())
             argv = confinement.command(argv, self.folder, cwd, channel=theirs[:2],
-                                       reach=[*reach, *([] if own_folder else [cwd])])
+                                       reach=reach, own=own, filtering=filtering)
             become_subreaper()
         else:
             environment = dict(os.environ if env is None else env)
@@ -98,18 +103,24 @@ class Child:
         stdin, stdout = (subprocess.DEVNULL, subprocess.DEVNULL) if self.sandboxed else \
             theirs[:2]
         try:
+            if confinement is not None:
+                self.cgroup = confinement.cgroup(f"gradient-conformance-{self.token}")
             self.process = subprocess.Popen(
-                argv, stdin=stdin, stdout=stdout, stderr=output_write, cwd=cwd,
+                argv, stdin=stdin, stdout=stdout, stderr=output_write,
+                cwd=self.folder if self.sandboxed else cwd,
                 env=environment, start_new_session=True, bufsize=0,
-                pass_fds=theirs[:2] if self.sandboxed else (),
-                preexec_fn=functools.partial(_before_exec, confinement))
+                pass_fds=passed if self.sandboxed else (),
+                preexec_fn=functools.partial(_before_exec, confinement, self.cgroup,
+                                             confinement.tasks() if confinement else None))
         except BaseException:
             remove_folder(self.folder or "")
+            if self.cgroup is not None:
+                self.cgroup.remove()
             for fd in (request_write, reply_read, output_read):
                 os.close(fd)
             raise
         finally:
-            for fd in theirs:
+            for fd in (*theirs, *([filtering] if filtering is not None else [])):
                 os.close(fd)
         STARTED.add(self.process.pid)
         self._in, self._out, self._output = request_write, reply_read, output_read
@@ -117,7 +128,9 @@ class Child:
             os.set_blocking(fd, False)
         # A child nobody holds any more is ended with its session, not left idle.
         self._finalizer = weakref.finalize(self, _end_session, self.process,
-                                           (self._in, self._out, self._output), self.folder)
+                                           (self._in, self._out, self._output), self.folder,
+                                           self.cgroup)
+        self._memory_kills = 0
         self._output_open = True
         self._buffer = bytearray()  # read from the channel, not yet taken
         self._tail: collections.deque[bytes] = collections.deque()
@@ -218,15 +231,23 @@ class Child:
             status = self.process.wait(timeout=0.2)  # it may be exiting: a moment to see
         except subprocess.TimeoutExpired:
             return f"it closed its output {when}, and is still running"
+        memory = ""
+        if self.cgroup is not None and self.cgroup.memory_kills() > self._memory_kills:
+            self._memory_kills = self.cgroup.memory_kills()
+            self.grown = True
+            memory = ("; the kernel killed a process of it for the memory limit of its "
+                      "control group (its whole tree's memory, shared memory and memfds "
+                      "included)")
         if status < 0:
             name = signal.Signals(-status).name if -status in signal.valid_signals() else ""
-            return f"it was killed by signal {-status} {name} {when}{_meaning(name)}".replace(
-                "  ", " ")
+            return (f"it was killed by signal {-status} {name} {when}{_meaning(name)}"
+                    f"{memory}").replace("  ", " ")
         if self.sandboxed and status - 128 in signal.valid_signals():
             # bubblewrap exits with 128 + the signal that killed what it ran.
             name = signal.Signals(status - 128).name
             return (f"it was killed by signal {status - 128} {name}, or exited with status "
-                    f"{status} (through the sandbox the two look alike) {when}{_meaning(name)}")
+                    f"{status} (through the sandbox the two look alike) {when}{_meaning(name)}"
+                    f"{memory}")
         return f"it exited with status {status} {when}"
 
     # --- the end -----------------------------------------------------------------------
@@ -329,7 +350,8 @@ class Holding:
             self.child = None
 
 
-def _end_session(process: subprocess.Popen, ours: tuple[int, ...], folder: str | None) -> None:
+def _end_session(process: subprocess.Popen, ours: tuple[int, ...], folder: str | None,
+                 cgroup=None) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signal.SIGKILL)
     with contextlib.suppress(subprocess.TimeoutExpired):
@@ -339,12 +361,30 @@ def _end_session(process: subprocess.Popen, ours: tuple[int, ...], folder: str |
             os.close(fd)
     if folder:
         remove_folder(folder)
+    if cgroup is not None:
+        _emptied(cgroup)
 
 
-def _before_exec(confinement: Confinement | None) -> None:
+def _emptied(cgroup) -> None:
+    """Kill what is left in the group (nothing, when its session is gone), then remove it."""
+    for folder in cgroup.folders:
+        with contextlib.suppress(OSError, ValueError), open(f"{folder}/cgroup.procs") as f:
+            for pid in f.read().split():
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(int(pid), signal.SIGKILL)
+    for _ in range(50):
+        cgroup.remove()
+        if not any(os.path.exists(f) for f in cgroup.folders):
+            return
+        time.sleep(0.02)
+
+
+def _before_exec(confinement: Confinement | None, cgroup, tasks: int | None) -> None:
     _die_with_parent()
+    if cgroup is not None:
+        cgroup.join()  # before anything runs: all it starts is in the group
     if confinement is not None:
-        confinement.limit()
+        confinement.limit(tasks)
 
 
 def _started(pid: int) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
 import sys
 import time
 
@@ -47,10 +48,16 @@ class Worker(Holding):
         return max(self.started - 1, 0)
 
     def start(self) -> dict:
-        """Start the worker and load the module: what it said of itself, or LoadFailed."""
-        self.child = Child([sys.executable, "-m", WORKER_PROCESS], cwd=self.base,
-                           confinement=self.confinement, own_folder=True,
-                           reach=[*python_reach(), *own_files(self.spec, self.base)])
+        """Start the worker and load the module: what it said of itself, or LoadFailed. A
+        worker its confinement cannot start (the sandbox or its control group gone) is
+        LoadFailed too, never started without them."""
+        try:
+            self.child = Child([sys.executable, "-m", WORKER_PROCESS], cwd=self.base,
+                               confinement=self.confinement, own_folder=True,
+                               reach=python_reach(), own=own_files(self.spec, self.base))
+        except (OSError, ValueError, subprocess.SubprocessError) as problem:
+            raise LoadFailed(f"the worker could not be started under its confinement: "
+                             f"{problem}") from None
         self.started += 1
         request = {"op": "hello", "spec": self.spec, "base": self.base,
                    "path": [p for p in sys.path if p]}
