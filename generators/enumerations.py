@@ -345,9 +345,24 @@ _CALLS = (("call @f %x %z", "call @f %x %z"), ("call @f %x %z", "call @g %x %z")
 # underscore, a letter's case or a trailing dot: two values, or one written twice.
 _NAMES = (("%t1", "%t.1"), ("%t1", "%t_1"), ("%t.1", "%t_1"), ("%t1", "%T1"), ("%t1.", "%t1"),
           ("%a.b", "%a_b"), ("%_", "%__"), ("%t.1.2", "%t.12"))
-# Each body's names its own, so that no expectation rests on how bodies' names are scoped.
+# Each body's names its own, so that no expectation rests on how bodies' names are scoped;
+# each body holds an indented comment line, which is no statement.
 _FUNCTIONS = tuple(line for f, op in (("f", "mul"), ("g", "mul"), ("h", "add")) for line in (
-    f"def @{f} %p{f} %q{f}", f"  %r{f} = {op} %p{f} %q{f}", f"  return %r{f}", f"end @{f}"))
+    f"def @{f} %p{f} %q{f}", f"  # @{f}'s body", f"  %r{f} = {op} %p{f} %q{f}",
+    f"  return %r{f}", f"end @{f}"))
+# What the text form ignores (SPEC.md, "Text form": comments, blank lines, indentation),
+# between two statements that are one node or two: a comment line indented (by spaces or a
+# tab, in a range body or not), a blank line, a trailing comment, a comment that reads like a
+# statement of Q's name, and literals at the ends of f32 in other spellings.
+_TEXT = (("mul %x 2.0", "  # an indented comment line", "mul %x 2.0"),
+         ("mul %x 2.0", "\t# a comment indented by a tab", "mul %x 3.0"),
+         ("mul %x 2.0", "\n", "mul %x 2.0  # a trailing comment"),
+         ("mul %x 2.0", "%i{k} = range 2\n    # a comment in a range body\nend %i{k}",
+          "mul %x 2.0"),
+         ("mul %x 2.0", "# %r{k}q = mul %x 2.0", "mul %x 3.0"),
+         ("mul %x 3.4028235e38", "", "mul %x 340282346638528859811704183485995896832.0"),
+         ("mul %x 1e-45", "  # the smallest subnormal", "mul %x 1.401298464324817e-45"),
+         ("mul %x -3.4028235e38", "", "mul %x -3.4028234663852886e+38"))
 
 
 def _spellings(text: str) -> list[str]:
@@ -394,7 +409,7 @@ def identity_rows(group: str) -> tuple[tuple[str, ...], ...]:
     buffer loaded twice with nothing, a store to another buffer, a store to it, or a load
     of one element between; `calls`, the same call twice, another function with the same
     body, the operands swapped; `names`, names that differ only in punctuation or case,
-    holding two values and one."""
+    holding two values and one; `text`, what the text form ignores between them (`_TEXT`)."""
     from gradient_conformance.generators.writer import F32_LITERALS
     if group == "literals":
         classes = dict.fromkeys(VALUE_CLASSES + F32_LITERALS)
@@ -410,12 +425,14 @@ def identity_rows(group: str) -> tuple[tuple[str, ...], ...]:
         return tuple(("%p", a, between, "%q", b) for a, between, b in _LOADS)
     if group == "calls":
         return tuple(("%p", a, "", "%q", b) for a, b in _CALLS)
+    if group == "text":
+        return tuple(("%p", a, between, "%q", b) for a, between, b in _TEXT)
     return tuple((pn, first, "", qn, second) for pn, qn in _NAMES
                  for first, second in (("mul %x 2.0", "mul %x 3.0"),
                                        ("mul %x 2.0", "mul %x 2.0")))
 
 
-IDENTITY_GROUPS = ("literals", "order", "attributes", "loads", "calls", "names")
+IDENTITY_GROUPS = ("literals", "order", "attributes", "loads", "calls", "names", "text")
 
 
 def _identity(rows):
@@ -432,7 +449,7 @@ def _identity(rows):
         # trailing: %t1. and %t1 are %r3t1. and %r3t1.
         pn, qn = f"%r{k}{p_name[1:]}", f"%r{k}{q_name[1:]}"
         p.lines.append(f"{pn} = {first}")
-        p.lines += [line.format(k=k) for line in between.splitlines()]
+        p.lines += [line.format(k=k) for line in between.split("\n")] if between else []
         p.lines += [f"{qn} = {second}", f"%mp_{k} = mul {pn} 0.7", f"%mq_{k} = mul {qn} -1.3",
                     f"%s_{k} = add %mp_{k} %mq_{k}", f"%l_{k} = reduce %s_{k} op=add",
                     f"%gp_{k} = gradient %l_{k} {pn}", f"%gq_{k} = gradient %l_{k} {qn}"]

@@ -376,7 +376,8 @@ _NAME = re.compile(r"%[A-Za-z_][A-Za-z0-9_.]*")
 def respelled(source: str, stream) -> str:
     """`source` written otherwise, its meaning unchanged: attributes in reverse order (on
     every line, or on every other line, so that one program writes them both ways), tokens
-    apart by two spaces, comments, f32 literals spelled otherwise (respellings), names
+    apart by two spaces, comments (trailing, and lines that are only an indented comment,
+    each followed by a blank line), f32 literals spelled otherwise (respellings), names
     renamed to `confusable` ones. Each is one choice for the whole program; which spelling a
     literal takes follows from its line, so that the text is a function of the choices."""
     reorder, spaced, commented, literals, renamed = (stream.flip() for _ in range(5))
@@ -405,5 +406,9 @@ def respelled(source: str, stream) -> str:
         text = indent + ("  " if spaced else " ").join(tokens)
         if commented and number % 3 == 0:
             text += "  # respelled"
+        if commented and number % 4 == 2:
+            # A line that is only a comment, indented as the statement after it (a body's
+            # too), and a blank line: line numbers a message gives move past both.
+            lines += [f"{indent or '  '}# respelled: {number}", ""]
         lines.append(text)
     return "\n".join(lines) + "\n"

@@ -212,6 +212,9 @@ TEXT = [
        "text"),
     _c("text.spacing", "tokens apart by more than one space, or by a tab", "text"),
     _c("text.comment", "a comment", "text"),
+    _c("text.comment-line", "a line that is only a comment, indented (in a range or a "
+       "function body, or not)", "text"),
+    _c("text.blank-line", "a blank line between statements", "text"),
     _c("text.exponent-literal", "an f32 literal with an exponent", "text"),
     _c("text.literal-respelled", "an f32 literal spelled otherwise than the printer's", "text"),
     _c("text.attributes-both-orders",
@@ -760,10 +763,14 @@ class Reached:
     def text(self, source: str, statements) -> None:
         """How the program is written: the same statements can be written many ways."""
         lines = source.splitlines()
-        for line in lines:
+        for number, line in enumerate(lines):
             code, hash_, _ = line.partition("#")
             if hash_:
                 self.add("text.comment")
+            if hash_ and not code.strip() and code:
+                self.add("text.comment-line")
+            if not line.strip() and 0 < number < len(lines) - 1:
+                self.add("text.blank-line")
             body = code.strip()
             if "\t" in code or "  " in body:
                 self.add("text.spacing")

@@ -68,6 +68,7 @@ def test_each_case_holds_every_class_and_the_reference_runs_it():
     ("variant:attributes-in-written-order", "identity/attributes"),
     ("variant:literals-through-binary64", "identity/literals"),
     ("variant:signed-zero-literals-merged", "identity/order"),
+    ("tests/impls/indented_comments.py", "identity/text"),
 ])
 def test_a_fault_at_one_class_is_caught_by_construction(impl, case):
     """Faults that show only at a signed zero, a NaN in a row, a tie or a literal: each
@@ -113,7 +114,8 @@ def test_the_reference_makes_one_node_of_what_the_spec_says_and_two_of_the_rest(
     node (a decimal past a midpoint is the next f32's, not one rounded twice); operands in
     another order, the other zero and another function are two; attributes in either order
     are one; loads of a buffer are one unless a store to it comes between; names that differ
-    only in punctuation or case are two values, and one when they hold one statement."""
+    only in punctuation or case are two values, and one when they hold one statement;
+    what the text form ignores between two statements changes nothing."""
     found = {case.name.split("/")[1]: _one_node(case) for case in identity_cases()}
     assert set(found) == set(IDENTITY_GROUPS)
     literals = identity_rows("literals")
@@ -125,6 +127,9 @@ def test_the_reference_makes_one_node_of_what_the_spec_says_and_two_of_the_rest(
     assert found["loads"] == [True, True, False, False, True]
     assert found["calls"] == [True, False, False, False]
     assert found["names"] == [False, True] * (len(identity_rows("names")) // 2)
+    # comments and blank lines are nothing; FLT_MAX and the smallest subnormal in two
+    # spellings are one literal each
+    assert found["text"] == [True, False, True, True, False, True, True, True]
 
 
 @pytest.mark.parametrize("name", ["max/loaded", "identity/loads", "reduce.max/rows"])
