@@ -142,8 +142,9 @@ class _Program:
         self.buffers[slot] = values
         return f"%{name}"
 
-    def output(self, name: str, value: str, shape: tuple[int, ...]) -> None:
-        declared = self.buffer(f"out_{name}", np.zeros(shape, np.float32))
+    def output(self, name: str, value: str, shape: tuple[int, ...],
+               dtype: type = np.float32) -> None:
+        declared = self.buffer(f"out_{name}", np.zeros(shape, dtype))
         if self.row is not None:
             self.owners[len(self.buffers) - 1] = self.row
         self.lines.append(f"store {declared} {value}")
@@ -543,6 +544,126 @@ def rejection_cases() -> list[Enumerated]:
 
 
 def enumerated_cases() -> list[Enumerated]:
-    """Every enumerated case: each value rule's, where's, and reduce's (add and max)."""
+    """Every enumerated case: each value rule's, where's, and reduce's (add and max), and
+    each op's forward value at every class of every dtype past f32 (`forward_cases`)."""
     return [*(c for op in enumerated_ops() for c in rule_cases(op)), *where_cases(),
-            *(reduce_case(row.split(".")[1]) for row in RULES if row.startswith("reduce."))]
+            *(reduce_case(row.split(".")[1]) for row in RULES if row.startswith("reduce.")),
+            *forward_cases()]
+
+
+# --- past f32: every op's value at every class of each dtype it takes ----------------------
+
+# The classes of i32 value the ops treat apart (SPEC.md, "Operations"): zero, one and minus
+# one, two and its negative, the shift counts' edges (31, 32, 33, -32), a power of two, and
+# the ends of the range, each written as the literal that is one. Bool's are its two values.
+I32_CLASSES = ("0", "1", "-1", "2", "-2", "31", "32", "33", "-32", "1073741824", "2147483647",
+               "-2147483648")
+CLASSES = {"i32": I32_CLASSES, "bool": _TRUTHS, "f32": VALUE_CLASSES}
+_NUMPY = {"i32": np.int32, "bool": np.bool_, "f32": np.float32}
+
+
+def _column(dtype: str, texts) -> np.ndarray:
+    if dtype == "bool":
+        return np.array([t == "true" for t in texts])
+    if dtype == "i32":
+        return np.array([int(t) for t in texts], np.int32)
+    return _f32(texts)
+
+
+def _traps(op: str, a: str, b: str) -> bool:
+    """Whether `op a b` is a run an implementation that declares integer division traps is
+    not sent (SPEC.md, "The protocol"): a divisor of zero, or -2^31 over -1."""
+    return op in ("idiv", "mod") and (b == "0" or (a == "-2147483648" and b == "-1"))
+
+
+def _forward_binary(op: str, dtype: str, kind: str) -> Write:
+    """`op` over `dtype`: `loaded` (both operands loaded, every pair of classes, a row
+    each), `same` (the operand twice), `literal-right` and `literal-left` (each class a
+    literal on that side of the loaded one); every result stored."""
+    result = OPS[op].result or dtype
+
+    def write(rows):
+        p = _Program()
+        if kind == "loaded":
+            a, b = (_column(dtype, c) for c in zip(*rows, strict=True))
+            p.lines += [f"%xa = load {p.buffer('a', a)}", f"%xb = load {p.buffer('b', b)}",
+                        f"%y = {op} %xa %xb"]
+            p.output("y", "%y", a.shape, _NUMPY[result])
+            return p.written()
+        other = _column(dtype, [row[0] for row in rows])
+        p.lines.append(f"%xo = load {p.buffer('o', other)}")
+        if kind == "same":
+            p.lines.append(f"%y = {op} %xo %xo")
+            p.output("y", "%y", other.shape, _NUMPY[result])
+            return p.written()
+        for k, literal in enumerate(CLASSES[dtype]):
+            if any(_traps(op, row[0], literal) if kind == "literal-right" else
+                   _traps(op, literal, row[0]) for row in rows):
+                continue  # taken by the loaded case's trapping rows
+            operands = f"%xo {literal}" if kind == "literal-right" else f"{literal} %xo"
+            p.lines.append(f"%y{k} = {op} {operands}")
+            p.output(f"y{k}", f"%y{k}", other.shape, _NUMPY[result])
+        return p.written()
+    return write
+
+
+def _forward_cast(op: str, source: str, target: str, literal: bool) -> Write:
+    """`op` (cast or bitcast) from `source` to `target`: of a loaded vector of every class,
+    or of each class as a literal (a scalar each), every result stored."""
+    def write(rows):
+        p = _Program()
+        if literal:
+            for k, (text,) in enumerate(rows):
+                p.row = k
+                p.lines.append(f"%y{k} = {op} {text} dtype={target}")
+                p.output(f"y{k}", f"%y{k}", (), _NUMPY[target])
+            p.row = None
+            return p.written()
+        x = _column(source, [row[0] for row in rows])
+        p.lines += [f"%xv = load {p.buffer('in', x)}", f"%y = {op} %xv dtype={target}"]
+        p.output("y", "%y", x.shape, _NUMPY[target])
+        return p.written()
+    return write
+
+
+def forward_cases() -> list[Enumerated]:
+    """Every op on i32 and bool (OPS' dtypes), at every pair of classes loaded (the
+    trapping pairs of idiv and mod a case of their own, which an implementation that traps
+    is not sent), its operand twice, and each class a literal on either side; every cast
+    from every class of each dtype to each other, loaded and as a literal (folded when the
+    program is built, where a computed one is not); every bitcast between f32 and i32."""
+    found = []
+    for name, op in OPS.items():
+        if op.arity != 2 or op.attributes:
+            continue
+        for dtype in (d for d in op.dtypes if d != "f32"):
+            classes = CLASSES[dtype]
+            pairs = _grid(classes, classes)
+            about = f"{name} on {dtype}, forward"
+            safe = tuple(r for r in pairs if not _traps(name, *r))
+            found.append(Enumerated(f"{name}.{dtype}/loaded", name, (
+                f"{about}: every pair of {len(classes)} {dtype} classes, loaded"), safe,
+                _forward_binary(name, dtype, "loaded")))
+            trapping = tuple(r for r in pairs if _traps(name, *r))
+            if trapping:
+                found.append(Enumerated(f"{name}.{dtype}/traps", name, (
+                    f"{about}: a divisor of zero and -2^31 over -1, loaded"), trapping,
+                    _forward_binary(name, dtype, "loaded")))
+            for kind in ("same", "literal-right", "literal-left"):
+                found.append(Enumerated(f"{name}.{dtype}/{kind}", name, (
+                    f"{about}: its operand twice, at every class" if kind == "same" else
+                    f"{about}: each {dtype} class a literal on the {kind.split('-')[1]}, the "
+                    "other loaded, of every class"), tuple((t,) for t in classes),
+                    _forward_binary(name, dtype, kind)))
+    for cast, dtypes in (("cast", ("f32", "i32", "bool")), ("bitcast", ("f32", "i32"))):
+        for source, target in itertools.product(dtypes, dtypes):
+            if source == target and cast == "bitcast":
+                continue
+            for literal in (False, True):
+                found.append(Enumerated(
+                    f"{cast}.{source}.{target}/{'literal' if literal else 'loaded'}", cast,
+                    f"{cast} from every {source} class to {target}, "
+                    + ("each a literal" if literal else "loaded"),
+                    tuple((t,) for t in CLASSES[source]),
+                    _forward_cast(cast, source, target, literal)))
+    return found

@@ -14,6 +14,7 @@ from gradient_conformance.generators.enumerations import (
     VALUE_CLASSES,
     enumerated_cases,
     enumerated_ops,
+    forward_cases,
     identity_cases,
     identity_rows,
     not_by_value,
@@ -23,7 +24,9 @@ from gradient_conformance.reference.ops import OPS
 from gradient_conformance.reference.rules import RULES
 from tests.conftest import ROOT
 
-CASES = {case.name: case for case in [*enumerated_cases(), *identity_cases()]}
+FORWARD = {case.name: case for case in forward_cases()}
+CASES = {case.name: case for case in [*enumerated_cases(), *identity_cases()]
+         if case.name not in FORWARD}
 
 
 def test_every_row_of_the_rules_is_enumerated_or_said_why_not():
@@ -40,6 +43,30 @@ def test_every_row_of_the_rules_is_enumerated_or_said_why_not():
         kinds = {"loaded", "second"} | ({"same", "literal-right", "literal-left"}
                                          if OPS[op].arity == 2 else set())
         assert {name.split("/")[1] for name in CASES if name.split("/")[0] == op} == kinds
+
+
+def test_every_op_past_f32_is_enumerated_at_every_class_of_its_dtype():
+    """From OPS' dtypes: every binary op on i32 or bool has its loaded, same and literal
+    cases (idiv and mod their trapping pairs apart), whose operand columns hold every class
+    of the dtype; every cast between the three dtypes and every bitcast between f32 and
+    i32, loaded and literal; and the spec accepts and runs each."""
+    from gradient_conformance.generators.enumerations import CLASSES
+    for name, op in OPS.items():
+        for dtype in (d for d in op.dtypes if d != "f32") if op.arity == 2 and \
+                not op.attributes else ():
+            kinds = {"loaded", "same", "literal-right", "literal-left"} | (
+                {"traps"} if name in ("idiv", "mod") else set())
+            assert {n.split("/")[1] for n in FORWARD if n.split("/")[0] == f"{name}.{dtype}"} \
+                == kinds, (name, dtype)
+            loaded = FORWARD[f"{name}.{dtype}/loaded"].rows + FORWARD.get(
+                f"{name}.{dtype}/traps", FORWARD[f"{name}.{dtype}/loaded"]).rows
+            assert {a for a, _ in loaded} == {b for _, b in loaded} == set(CLASSES[dtype])
+    casts = {n.split("/")[0] for n in FORWARD if n.startswith(("cast.", "bitcast."))}
+    assert casts == {f"cast.{a}.{b}" for a in CLASSES for b in CLASSES} | {
+        "bitcast.f32.i32", "bitcast.i32.f32"}
+    assert {"-2147483648", "2147483647", "31", "32", "-1"} <= set(CLASSES["i32"])
+    for name, case in FORWARD.items():
+        assert Reading(case.source).outcome(case.buffers).status == "ok", name
 
 
 def test_each_case_holds_every_class_and_the_reference_runs_it():
@@ -69,6 +96,9 @@ def test_each_case_holds_every_class_and_the_reference_runs_it():
     ("variant:literals-through-binary64", "identity/literals"),
     ("variant:signed-zero-literals-merged", "identity/order"),
     ("tests/impls/indented_comments.py", "identity/text"),
+    ("tests/impls/int_min_literal.py", "add.i32/literal-right"),
+    ("tests/impls/bool_through_i32.py", "cast.f32.bool/loaded"),
+    ("tests/impls/bool_through_i32.py", "cast.f32.bool/literal"),
 ])
 def test_a_fault_at_one_class_is_caught_by_construction(impl, case):
     """Faults that show only at a signed zero, a NaN in a row, a tie or a literal: each
@@ -76,7 +106,7 @@ def test_a_fault_at_one_class_is_caught_by_construction(impl, case):
     spec = impl if impl.startswith("variant:") else str(ROOT / impl)
     implementation = load(spec, in_process=True)
     try:
-        enumerated = CASES[case]
+        enumerated = {**CASES, **FORWARD}[case]
         reading = Reading(enumerated.source)
         got = implementation.run_case(enumerated.source, dict(enumerated.buffers),
                                       reading.slots)
