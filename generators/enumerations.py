@@ -650,11 +650,15 @@ def forward_cases() -> list[Enumerated]:
                     f"{about}: a divisor of zero and -2^31 over -1, loaded"), trapping,
                     _forward_binary(name, dtype, "loaded")))
             for kind in ("same", "literal-right", "literal-left"):
+                # The loaded column's classes a trapping pair needs are the traps case's:
+                # a divisor of zero (x over itself), and of -1 under a literal -2^31.
+                rows = tuple((t,) for t in classes if not (
+                    (kind == "same" and _traps(name, t, t)) or
+                    (kind == "literal-left" and any(_traps(name, a, t) for a in classes))))
                 found.append(Enumerated(f"{name}.{dtype}/{kind}", name, (
                     f"{about}: its operand twice, at every class" if kind == "same" else
                     f"{about}: each {dtype} class a literal on the {kind.split('-')[1]}, the "
-                    "other loaded, of every class"), tuple((t,) for t in classes),
-                    _forward_binary(name, dtype, kind)))
+                    "other loaded, of every class"), rows, _forward_binary(name, dtype, kind)))
     for cast, dtypes in (("cast", ("f32", "i32", "bool")), ("bitcast", ("f32", "i32"))):
         for source, target in itertools.product(dtypes, dtypes):
             if source == target and cast == "bitcast":

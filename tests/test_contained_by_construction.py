@@ -8,6 +8,7 @@ tests/test_containment.py, which takes this file too."""
 from __future__ import annotations
 
 import os
+import pathlib
 import re
 import shutil
 import socket
@@ -311,3 +312,83 @@ def test_a_file_written_atomically_follows_no_link(tmp_path):
     write_atomically(target, "report\n")
     assert victim.read_text() == "mine\n"
     assert not target.is_symlink() and target.read_text() == "report\n"
+
+
+# --- a second round, written outside against this design (issue 54's review) -------------
+
+
+def _marker_module(folder, name: str) -> None:
+    """A module of the standard library's or a dependency's name in the current folder that
+    leaves a mark if any process of the suite imports it, and then steps aside."""
+    (folder / f"{name}.py").write_text(
+        "import pathlib, sys\n"
+        f"pathlib.Path({str(folder)!r}, 'imported-{name}').write_text('1')\n"
+        "sys.path = [p for p in sys.path if p not in ('', '.') and "
+        f"pathlib.Path(p).resolve() != pathlib.Path({str(folder)!r})]\n"
+        f"del sys.modules[{name!r}]\n"
+        f"import {name}  # noqa\n")
+
+
+def test_no_process_of_the_suite_imports_from_the_current_folder(tmp_path):
+    """xdist's workers (`python -c`) and a mistyped option's `pytest --help` would import an
+    `execnet.py`, a `pytest.py` or run a `conftest.py` of the current folder; the dev
+    profile's Hypothesis would keep its examples in its `.hypothesis`."""
+    (tmp_path / "impl.py").write_text(WRONG)
+    for name in ("execnet", "multiprocessing"):
+        _marker_module(tmp_path, name)
+    (tmp_path / "conftest.py").write_text(
+        f"import pathlib\npathlib.Path({str(tmp_path)!r}, 'imported-conftest').write_text('1')\n")
+    code, output, _ = suite(str(tmp_path / "impl.py"), "-k", "exact_programs", "-q", "-n", "2",
+                            "--profile=dev", cwd=tmp_path)
+    assert code == 1, output[-3000:]
+    code, output, _ = suite(str(tmp_path / "impl.py"), "--max-example=5", cwd=tmp_path)
+    assert code == 2 and "did you mean --max-examples" in output, output[-3000:]
+    assert not list(tmp_path.glob("imported-*")), list(tmp_path.glob("imported-*"))
+    assert not (tmp_path / ".hypothesis").exists()
+
+
+def test_a_module_that_leads_to_the_project_s_folder_binds_nothing(tmp_path):
+    """`solution.py -> ..` would bind the folder above (other students' work, a grader's
+    .env); `solution -> .` the current folder: each is a clear usage error, naming it."""
+    grading = tmp_path / "grading"
+    (grading / "s42").mkdir(parents=True)
+    (grading / ".env").write_text("GRADER-KEY=hunter2\n")
+    (grading / "s42" / "solution.py").symlink_to("..")
+    code, output, _ = suite("solution", "-k", "exact_programs", "-q", cwd=grading / "s42")
+    assert code == 2 and "which is no package of its own" in output, output[-3000:]
+    assert "hunter2" not in output
+    words = program_files(["/usr/bin/python3", "cfg"], str(tmp_path))
+    (tmp_path / "cfg").symlink_to(grading / ".env")
+    assert program_files(["/usr/bin/python3", "cfg"], str(tmp_path)) == words
+    assert str(grading / ".env") not in words
+
+
+def test_a_folder_database_reads_only_regular_files_of_a_bounded_size(tmp_path):
+    from gradient_conformance.conformance.commands import fuzz_workers
+    database = fuzz_workers.open_database(str(tmp_path / "db"))
+    database.save(b"key", b"fine")
+    folder = fuzz_workers._database(str(tmp_path / "db"))._key_path(b"key")
+    os.mkfifo(folder / "a-fifo")
+    (folder / "a-link").symlink_to("/dev/zero")
+    (folder / "too-large").write_bytes(b"x" * (fuzz_workers.VALUE_BYTES + 1))
+    assert list(database.fetch(b"key")) == [b"fine"]
+    assert database.skipped == 3
+
+
+def test_what_a_killed_suite_left_is_removed_by_the_next_start(tmp_path):
+    import tempfile
+
+    from gradient_conformance.conformance.transports.confinement import PRIVATE_PREFIX
+    dead = 2 ** 22 + 12345  # above pid_max's default: no process has it
+    left = pathlib.Path(tempfile.gettempdir()) / f"{PRIVATE_PREFIX}{dead}-x"
+    left.mkdir()
+    (left / "file").write_text("left")
+    ours = pathlib.Path(tempfile.gettempdir()) / f"{PRIVATE_PREFIX}{os.getpid()}-y"
+    ours.mkdir()
+    try:
+        from gradient_conformance.conformance.transports.confinement import remove_stale
+        remove_stale()
+        assert not left.exists() and ours.exists()
+    finally:
+        shutil.rmtree(left, ignore_errors=True)
+        shutil.rmtree(ours, ignore_errors=True)

@@ -69,8 +69,26 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
+def _own_process() -> None:
+    """The suite's processes are the suite's (docs/isolation.md, "The suite's own process"):
+    no Python this command starts (xdist's workers and fuzz's sessions are `python -c`, the
+    matrix's runs `python -m`) puts the current folder, the implementation's often, first on
+    its import path (PYTHONSAFEPATH); and Hypothesis keeps what it stores (its constants'
+    cache, the dev and nightly profiles' examples) in a folder of this run's, not in a
+    `.hypothesis` the current folder may hold, unless the user says where."""
+    os.environ["PYTHONSAFEPATH"] = "1"
+    if "HYPOTHESIS_STORAGE_DIRECTORY" not in os.environ:
+        import atexit
+        import shutil
+        import tempfile
+        folder = tempfile.mkdtemp(prefix="gradient-conformance-hypothesis-")
+        os.environ["HYPOTHESIS_STORAGE_DIRECTORY"] = folder
+        atexit.register(shutil.rmtree, folder, True)
+
+
 def _main(argv: list[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    _own_process()
     if argv and argv[0] in COMMANDS:
         return _command(argv)
     if not argv or argv[0] in ("-h", "--help"):

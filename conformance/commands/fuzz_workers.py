@@ -15,6 +15,7 @@ import multiprocessing
 import os
 import secrets
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -86,7 +87,6 @@ def bounded(inner):
 
 
 def _database(spec: str):
-    from hypothesis.database import DirectoryBasedExampleDatabase
     if spec.startswith("redis://"):
         try:
             import redis
@@ -95,7 +95,35 @@ def _database(spec: str):
                              "'gradient-conformance[redis]'") from None
         from hypothesis.extra.redis import RedisExampleDatabase
         return RedisExampleDatabase(redis.Redis.from_url(spec))
-    return DirectoryBasedExampleDatabase(spec)
+    return _folder_database(spec)
+
+
+def _folder_database(spec: str):
+    """Hypothesis's folder database, read as data (docs/isolation.md, "The suite's own
+    inputs"): a value is read only if it is a regular file (not a link, a FIFO or a device)
+    of at most VALUE_BYTES; the others are left for `bounded` to count."""
+    from hypothesis.database import DirectoryBasedExampleDatabase
+
+    class Folder(DirectoryBasedExampleDatabase):
+        def fetch(self, key: bytes):
+            folder = self._key_path(key)
+            try:
+                names = os.listdir(folder) if folder.is_dir() and not folder.is_symlink() \
+                    else []
+            except OSError:
+                return
+            for name in names:
+                try:
+                    descriptor = os.open(folder / name, os.O_RDONLY | os.O_NOFOLLOW |
+                                         os.O_NONBLOCK)
+                except OSError:
+                    yield None  # counted as left out
+                    continue
+                with os.fdopen(descriptor, "rb") as f:
+                    found = os.fstat(f.fileno())
+                    yield f.read(VALUE_BYTES + 1) if stat.S_ISREG(found.st_mode) and \
+                        found.st_size <= VALUE_BYTES else None
+    return Folder(spec)
 
 
 class FuzzLoop:
@@ -172,9 +200,10 @@ class FuzzLoop:
                 if item in self.skipped:
                     batches.pop(item, None)
         if database is not None and database.skipped:
-            self.send("note", f"{database.skipped} values of the Hypothesis database larger "
-                      f"than {VALUE_BYTES >> 10} KiB were left out, not replayed: not what "
-                      "Hypothesis writes (SPEC.md, \"Fuzzing\")")
+            self.send("note", f"{database.skipped} values of the Hypothesis database were "
+                      f"left out, not replayed: larger than {VALUE_BYTES >> 10} KiB, past the "
+                      f"first {VALUES_PER_KEY} of a key, or no regular file (a FIFO, a link): "
+                      "not what Hypothesis writes (docs/fuzzing.md, \"Fuzzing\")")
         return True
 
 
@@ -279,9 +308,11 @@ def run_task(number: int, arguments: list[str], loop: dict, seconds: float, cwd:
     task = {"arguments": arguments, "loop": {**loop, "deadline": time.time() + seconds},
             "nonce": nonce}
     try:
+        # PYTHONSAFEPATH: `-c` would put the driver's folder first on the task's import path
         done = subprocess.run([sys.executable, "-c", _TASK_MAIN], input=json.dumps(task),
                               capture_output=True, text=True, timeout=seconds + TASK_GRACE,
-                              cwd=cwd if os.path.isdir(cwd) else None)
+                              cwd=cwd if os.path.isdir(cwd) else None,
+                              env={**os.environ, "PYTHONSAFEPATH": "1"})
         out, err, code = done.stdout, done.stderr, done.returncode
     except subprocess.TimeoutExpired as late:
         out, err, code = _text(late.stdout), _text(late.stderr), None

@@ -162,8 +162,13 @@ def _pytest_options() -> str | None:
     import subprocess
     import sys
     try:
+        # Nothing of the current folder's (a conftest.py, a pytest.py): from this package's
+        # folder, with no configuration, no conftest and no unsafe path.
         done = subprocess.run([sys.executable, "-m", "pytest", "--help", "-p",
-                               "no:cacheprovider"], capture_output=True, text=True, timeout=120)
+                               "no:cacheprovider", "-c", os.devnull, "--noconftest"],
+                              capture_output=True, text=True, timeout=120,
+                              cwd=os.path.dirname(os.path.abspath(__file__)),
+                              env={**os.environ, "PYTHONSAFEPATH": "1"})
     except (OSError, subprocess.SubprocessError):
         return None
     return done.stdout if done.returncode == 0 else None
@@ -272,7 +277,9 @@ def in_subprocess(argv: list[str], *, report_json: pathlib.Path | None = None, e
         report_json.unlink(missing_ok=True)
         extra = [f"--report-json={report_json}"]
     started = time.perf_counter()
-    run = subprocess.run([sys.executable, "-m", "gradient_conformance", *argv, *extra],
+    # -P: the current folder is not put on the import path, where a `gradient_conformance/`
+    # of the implementation's folder would be run in place of this package.
+    run = subprocess.run([sys.executable, "-P", "-m", "gradient_conformance", *argv, *extra],
                          capture_output=True, text=True, env=env, timeout=timeout)
     done = Finished(run.returncode, run.stdout + run.stderr, time.perf_counter() - started)
     if report_json is not None and report_json.exists():

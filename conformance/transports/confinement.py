@@ -228,9 +228,29 @@ def own_files(spec: str, base: str) -> list[str]:
     if spec == "reference" or spec.startswith("variant:"):
         return []
     if spec.endswith(".py"):
-        return [os.path.realpath(os.path.join(base, spec))]
-    top = os.path.join(base, spec.split(".")[0])
-    return [p for p in (top + ".py", top) if os.path.exists(p)][:1]
+        found = [os.path.join(base, spec)]
+    else:
+        top = os.path.join(base, spec.split(".")[0])
+        found = [p for p in (top + ".py", top) if os.path.lexists(p)][:1]
+    for path in found:
+        real = os.path.realpath(path)
+        # A link may lead anywhere: to the project's folder or above it (`solution.py ->
+        # ..`), a home, /tmp. What it leads to is bound only where it is a module file or
+        # a package's folder, and neither the current folder nor one above it.
+        if os.path.isdir(real) and (not os.path.isfile(os.path.join(real, "__init__.py")) or
+                                    _above_or_at(real, base)):
+            raise ValueError(f"{path} leads to the folder {real}, which is no package of its "
+                             "own (it is the current folder, above it, or has no "
+                             "__init__.py): bind what it needs with --sandbox-bind")
+        if not (os.path.isdir(real) or real.endswith(".py")):
+            raise ValueError(f"{path} leads to {real}, which is no Python module")
+    return [os.path.realpath(p) for p in found]
+
+
+def _above_or_at(folder: str, path: str) -> bool:
+    """Whether `folder` is `path` or a folder above it."""
+    folder, path = os.path.realpath(folder), os.path.realpath(path)
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 
 
 def program_files(argv: list[str], cwd: str | None) -> list[str]:
@@ -253,7 +273,9 @@ def program_files(argv: list[str], cwd: str | None) -> list[str]:
                      not refused(installation) else path)
     for word in argv[1:]:
         named = os.path.abspath(os.path.join(cwd or os.getcwd(), word))
-        if os.path.isfile(named):
+        # A word is bound only as the file it names where it is one, never through a link
+        # (`cfg -> ~/.gitconfig` binds nothing): what a link leads to is not what was named.
+        if os.path.isfile(named) and os.path.realpath(named) == named:
             found.append(named)
     return found
 
@@ -367,7 +389,7 @@ class Confinement:
         for path in self.binds:
             if not os.path.exists(path):
                 raise ValueError(f"--sandbox-bind {path}: no such file or folder")
-        probe = kernel.make_cgroup(f"gradient-conformance-probe-{os.getpid()}",
+        probe = kernel.make_cgroup(f"{kernel.CGROUP_PREFIX}{os.getpid()}-probe",
                                    self.memory_limit)
         if probe is not None:
             probe.remove()
@@ -493,8 +515,45 @@ class Ended:
         return "; ".join(said)
 
 
+PRIVATE_PREFIX = "gradient-conformance-impl-"
+
+
 def private_folder() -> str:
-    return tempfile.mkdtemp(prefix="gradient-conformance-impl-")
+    """A private folder for one implementation process, named after this process, so that
+    one a killed suite left (SIGKILL ends it before it can remove anything) is removed by the
+    next start on this machine (`remove_stale`)."""
+    remove_stale()
+    return tempfile.mkdtemp(prefix=f"{PRIVATE_PREFIX}{os.getpid()}-")
+
+
+def remove_stale() -> None:
+    """The private folders and control groups of suites that are no longer running (their
+    pid in the name is gone), this user's only."""
+    root = tempfile.gettempdir()
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(root):
+            pid = _owner_pid(entry.name, PRIVATE_PREFIX)
+            with contextlib.suppress(OSError):
+                if pid and not _running(pid) and entry.is_dir(follow_symlinks=False) and \
+                        entry.stat(follow_symlinks=False).st_uid == os.getuid():
+                    shutil.rmtree(entry.path, ignore_errors=True)
+    kernel.remove_stale_cgroups(lambda name: (pid := _owner_pid(name, kernel.CGROUP_PREFIX))
+                                and not _running(pid))
+
+
+def _owner_pid(name: str, prefix: str) -> int:
+    head = name[len(prefix):].split("-")[0] if name.startswith(prefix) else ""
+    return int(head) if head.isdigit() else 0
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def remove_folder(path: str) -> None:

@@ -86,6 +86,7 @@ def _assembled(code: list) -> list[tuple[int, int, int, int]]:
 # --- control groups -------------------------------------------------------------------------
 
 CGROUP_ROOT = "/sys/fs/cgroup"
+CGROUP_PREFIX = "gradient-conformance-"  # then the suite's pid, then the process's token
 TASK_LIMIT = 1024  # processes and threads of one implementation's tree at once
 
 
@@ -197,6 +198,21 @@ def make_cgroup(name: str, memory_limit: int) -> Cgroup | None:
             _write(made[-1], "pids.max", TASK_LIMIT)
             tasks = True
     return Cgroup(tuple(made), memory=made[0], version=1, tasks=tasks)
+
+
+def remove_stale_cgroups(stale) -> None:
+    """Remove the (empty) groups beside this process's own groups whose name `stale` says
+    are a finished suite's: left by one killed before it could remove them."""
+    for controller in (None, "memory", "pids"):
+        base = _own_cgroup(controller)
+        if base is None:
+            continue
+        with contextlib.suppress(OSError):
+            for entry in os.scandir(base):
+                if entry.is_dir(follow_symlinks=False) and \
+                        entry.name.startswith(CGROUP_PREFIX) and stale(entry.name):
+                    with contextlib.suppress(OSError):
+                        os.rmdir(entry.path)
 
 
 def _write(folder: str, name: str, value: int, *, required: bool = True) -> None:

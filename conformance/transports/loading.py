@@ -252,10 +252,11 @@ def checked_capabilities(declared) -> dict:
                          f"an implementation may raise from build on purpose, of "
                          f"{sorted(calling.CRASHES)}")
     environment = declared.get("environment", [])
-    if not isinstance(environment, list | tuple) or not all(
-            isinstance(n, str) and ENVIRONMENT_NAME.fullmatch(n) for n in environment):
-        raise LoadFailed("CAPABILITIES['environment'] must be a list of environment "
-                         "variable names")
+    if not isinstance(environment, list | tuple) or len(environment) > 64 or not all(
+            isinstance(n, str) and len(n) <= 128 and ENVIRONMENT_NAME.fullmatch(n)
+            for n in environment):
+        raise LoadFailed("CAPABILITIES['environment'] must be a list of at most 64 "
+                         "environment variable names")
     return {"unsupported": list(unsupported), "ulp": dict(ulp), **flags,
             "environment": list(environment), "rejection": list(rejection)}
 
@@ -304,7 +305,9 @@ def load(spec: str, *, timeout: float = DEFAULT_TIMEOUT, load_timeout: float = L
         # The environment is the user's to give: a name the implementation asks for is
         # passed only where the user passed it (--pass-env), never on its word alone.
         required = impl.capabilities["environment"]
-        unpassed = [name for name in required if name not in confinement.pass_env]
+        from gradient_conformance.conformance.transports.confinement import KEPT
+        unpassed = [name for name in required if name not in confinement.pass_env and
+                    name not in KEPT]
         if unpassed and impl.confinement is not None:
             raise LoadFailed(
                 f"{impl.label} asks for the environment variable"

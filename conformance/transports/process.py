@@ -104,7 +104,8 @@ class Child:
             theirs[:2]
         try:
             if confinement is not None:
-                self.cgroup = confinement.cgroup(f"gradient-conformance-{self.token}")
+                self.cgroup = confinement.cgroup(f"gradient-conformance-{os.getpid()}-"
+                                                 f"{self.token}")
             self.process = subprocess.Popen(
                 argv, stdin=stdin, stdout=stdout, stderr=output_write,
                 cwd=self.folder if self.sandboxed else cwd,
