@@ -29,8 +29,9 @@ from functools import cached_property
 
 import numpy as np
 
+from gradient_conformance.generators.writer import shape_text
 from gradient_conformance.reference import conditions, exact
-from gradient_conformance.reference.ops import OPS
+from gradient_conformance.reference.ops import OPS, REDUCE_OPS
 from gradient_conformance.reference.rules import RULES
 
 # The classes of f32 value a rule treats apart, and of the incoming gradient g, each written
@@ -544,11 +545,13 @@ def rejection_cases() -> list[Enumerated]:
 
 
 def enumerated_cases() -> list[Enumerated]:
-    """Every enumerated case: each value rule's, where's, and reduce's (add and max), and
-    each op's forward value at every class of every dtype past f32 (`forward_cases`)."""
+    """Every enumerated case: each value rule's, where's, and reduce's (add and max), the
+    structural ops' gradients at every shape class (`structure_cases`), and each op's
+    forward value at every class of every dtype past f32 and every shape class
+    (`forward_cases`)."""
     return [*(c for op in enumerated_ops() for c in rule_cases(op)), *where_cases(),
             *(reduce_case(row.split(".")[1]) for row in RULES if row.startswith("reduce.")),
-            *forward_cases()]
+            *structure_cases(gradients=True), *forward_cases()]
 
 
 # --- past f32: every op's value at every class of each dtype it takes ----------------------
@@ -636,7 +639,8 @@ def forward_cases() -> list[Enumerated]:
     for name, op in OPS.items():
         if op.arity != 2 or op.attributes:
             continue
-        for dtype in (d for d in op.dtypes if d != "f32"):
+        # f32 where no rule's enumeration stores the op's value already (cmplt, cmpne)
+        for dtype in (d for d in op.dtypes if d != "f32" or name not in RULES):
             classes = CLASSES[dtype]
             pairs = _grid(classes, classes)
             about = f"{name} on {dtype}, forward"
@@ -670,4 +674,88 @@ def forward_cases() -> list[Enumerated]:
                     + ("each a literal" if literal else "loaded"),
                     tuple((t,) for t in CLASSES[source]),
                     _forward_cast(cast, source, target, literal)))
-    return found
+    return [*found, *structure_cases(gradients=False)]
+
+
+# --- structure: every shape class, every axis set ------------------------------------------
+
+# Shapes of every rank from 0 to 3, with a 0-length dim and a 1-length dim where a rank
+# allows: an empty value, a size-1 axis a reduce keeps and an expand widens, and ones of
+# neither, as few as reach each kind (SPEC.md, "Operations": reduce, expand, reshape).
+SHAPE_CLASSES = ((), (1,), (0,), (3,), (1, 3), (0, 3), (2, 0), (2, 1, 3), (0, 1, 2),
+                 (2, 3, 1))
+
+
+def _axis_sets(rank: int) -> list[str]:
+    """Every axis= of a reduce at `rank`: none written (all of them), the empty list, and
+    each nonempty set in increasing order."""
+    sets = [""]
+    for size in range(rank + 1):
+        sets += [f"axis=[{','.join(map(str, c))}]" for c in itertools.combinations(
+            range(rank), size)]
+    return sets
+
+
+def _reduced(shape: tuple[int, ...], axis: str) -> tuple[int, ...]:
+    if not axis:
+        return ()
+    axes = {int(a) for a in axis[len("axis=["):-1].split(",") if a}
+    return tuple(1 if k in axes else n for k, n in enumerate(shape))
+
+
+def _widened(shape: tuple[int, ...]) -> list[tuple[int, ...]]:
+    """What an expand may make of `shape`: each size-1 dim as 0, 1 or 3 (not the shape
+    itself), and of a scalar, a vector and an empty matrix."""
+    if not shape:
+        return [(0,), (3,), (2, 0)]
+    choices = [(0, 1, 3) if n == 1 else (n,) for n in shape]
+    return [t for t in itertools.product(*choices) if t != shape]
+
+
+def _structure_rows(shape: tuple[int, ...]) -> tuple[tuple[str, ...], ...]:
+    rows = [("reduce", op, axis) for op in REDUCE_OPS for axis in _axis_sets(len(shape))]
+    size = int(np.prod(shape))
+    rows += [("reshape", shape_text(t), "") for t in SHAPE_CLASSES
+             if t != shape and int(np.prod(t)) == size]
+    rows += [("expand", shape_text(t), "") for t in _widened(shape)]
+    return tuple(rows)
+
+
+def _structure(shape: tuple[int, ...], gradients: bool) -> Write:
+    """Each row's statement on x of `shape`, its value stored (`gradients`: the gradient of
+    the sum of its value weighed by 0.75 against x, where the op has a rule)."""
+    def write(rows):
+        p = _Program()
+        x = (np.arange(int(np.prod(shape)), dtype=np.float32) * np.float32(0.5)
+             - np.float32(1.25)).reshape(shape)
+        p.lines.append(f"%x = load {p.buffer('in', x)}")
+        for k, (op, what, axis) in enumerate(rows):
+            p.row = k
+            if op == "reduce":
+                statement, result = f"reduce %x op={what} {axis}".strip(), \
+                    _reduced(shape, axis)
+            else:
+                statement = f"{op} %x shape={what}"
+                result = tuple(int(n) for n in what[1:-1].split(",") if n)
+            p.lines.append(f"%y{k} = {statement}")
+            if not gradients:
+                p.output(f"y{k}", f"%y{k}", result)
+            elif not (op == "reduce" and what == "mul"):  # reduce op=mul has no rule
+                p.lines += [f"%m{k} = mul %y{k} 0.75", f"%s{k} = reduce %m{k} op=add",
+                            f"%g{k} = gradient %s{k} %x"]
+                p.output(f"g{k}", f"%g{k}", shape)
+        p.row = None
+        return p.written()
+    return write
+
+
+def structure_cases(*, gradients: bool) -> list[Enumerated]:
+    """For each shape class (`SHAPE_CLASSES`), reduce (add, max, mul) over every axis set
+    (none written, the empty list, each nonempty one), reshape to every other shape class of
+    its size (an empty one to every empty one), expand of each size-1 dim to 0, 1 or 3: the
+    values, or (`gradients`) each one's gradient."""
+    kind = "gradient" if gradients else "value"
+    return [Enumerated(f"shape.{kind}/{shape_text(s)}", "reduce", (
+        f"reduce, reshape and expand of a value of shape {shape_text(s)} at every axis set and "
+        f"every shape it may take: each one's {kind}"), _structure_rows(s),
+        _structure(s, gradients)) for s in SHAPE_CLASSES]

@@ -37,7 +37,8 @@ def test_every_row_of_the_rules_is_enumerated_or_said_why_not():
     assert enumerated == {op for op in OPS if op in RULES and OPS[op].computed("f32")}
     for row in set(RULES) - enumerated:
         assert not_by_value(row), row
-    assert {name.split("/")[0] for name in CASES} - {"identity"} == enumerated | {"where"} | {
+    assert {name.split("/")[0] for name in CASES} - {"identity", "shape.gradient"} == \
+        enumerated | {"where"} | {
         row for row in RULES if row.startswith("reduce.")}
     for op in enumerated:
         kinds = {"loaded", "second"} | ({"same", "literal-right", "literal-left"}
@@ -69,6 +70,29 @@ def test_every_op_past_f32_is_enumerated_at_every_class_of_its_dtype():
         assert Reading(case.source).outcome(case.buffers).status == "ok", name
 
 
+def test_every_shape_class_meets_every_axis_set_and_every_shape_it_may_take():
+    """Ranks 0 to 3, a 0-length and a 1-length dim; each shape's reduce over no axis=, the
+    empty list and every nonempty set, for add, max and mul; its reshape to every other
+    shape class of its size (every empty shape to every other); its expand of each size-1
+    dim to 0, 1 and 3; values for every implementation, gradients too; the spec runs each."""
+    from gradient_conformance.generators.enumerations import SHAPE_CLASSES, structure_cases
+    assert {len(s) for s in SHAPE_CLASSES} == {0, 1, 2, 3}
+    assert any(0 in s for s in SHAPE_CLASSES if len(s) == 3) and (0,) in SHAPE_CLASSES
+    for case in structure_cases(gradients=False):
+        shape = tuple(int(n) for n in case.name.split("/")[1][1:-1].split(",") if n)
+        reduces = {(op, axis) for kind, op, axis in case.rows if kind == "reduce"}
+        assert len(reduces) == 3 * (2 + 2 ** len(shape) - 1), case.name
+        assert ("add", "axis=[]") in reduces and ("max", "") in reduces
+        empty = [s for s in SHAPE_CLASSES if 0 in s and s != shape]
+        if 0 in shape:
+            assert {w for kind, w, _ in case.rows if kind == "reshape"} == {
+                "[" + ",".join(map(str, s)) + "]" for s in empty}, case.name
+        if 1 in shape:
+            assert any(kind == "expand" and "0" in w for kind, w, _ in case.rows), case.name
+    for case in [*structure_cases(gradients=False), *structure_cases(gradients=True)]:
+        assert Reading(case.source).outcome(case.buffers).status == "ok", case.name
+
+
 def test_each_case_holds_every_class_and_the_reference_runs_it():
     """Each value class (and each class of g) is an element of every loaded case: its
     operand columns hold all of VALUE_CLASSES, bit for bit, and its weights all of
@@ -76,7 +100,7 @@ def test_each_case_holds_every_class_and_the_reference_runs_it():
     classes = {exact.f32_from_text(t) for t in VALUE_CLASSES}
     weights = {exact.f32_from_text(t) for t in G_CLASSES}
     for name, case in CASES.items():
-        if name.startswith("identity/"):
+        if name.startswith(("identity/", "shape.")):
             continue
         assert Reading(case.source).outcome(case.buffers).status == "ok", name
         arrays = {k: set(a.view("uint32").ravel().tolist()) for k, a in case.buffers.items()
@@ -99,6 +123,7 @@ def test_each_case_holds_every_class_and_the_reference_runs_it():
     ("tests/impls/int_min_literal.py", "add.i32/literal-right"),
     ("tests/impls/bool_through_i32.py", "cast.f32.bool/loaded"),
     ("tests/impls/bool_through_i32.py", "cast.f32.bool/literal"),
+    ("tests/impls/reshape_zero_copies.py", "shape.value/[0,3]"),
 ])
 def test_a_fault_at_one_class_is_caught_by_construction(impl, case):
     """Faults that show only at a signed zero, a NaN in a row, a tie or a literal: each

@@ -14,12 +14,15 @@ from gradient_conformance.generators.enumerations import (
     forward_cases,
     identity_cases,
     rejection_cases,
+    structure_cases,
 )
 from gradient_conformance.reference.ops import TRANSCENDENTAL, features_of
 
 RANK = 3  # where the suite runs these checks (plugin.rank): cheaper, more telling first
 FORWARD = {case.name: case for case in forward_cases()}
-CASES = {case.name: case for case in enumerated_cases() if case.name not in FORWARD}
+SHAPES = {case.name: case for case in structure_cases(gradients=True)}
+CASES = {case.name: case for case in enumerated_cases()
+         if case.name not in FORWARD and case.name not in SHAPES}
 IDENTITY = {case.name.split("/")[1]: case for case in identity_cases()}
 REJECTIONS = {case.name: case for case in rejection_cases()}
 BITS_WHY = ("does not claim bit-exact gradients (CAPABILITIES): the value classes enumerated "
@@ -52,6 +55,18 @@ def test_op_at_every_class_of_every_dtype(impl, tally, name):
     claim bit-exact gradients is held to these too. The trapping pairs of idiv and mod are
     a case of their own, not sent to an implementation whose division traps."""
     case = FORWARD[name]
+    tally.case(features_of(case.source))
+    running.check_enumerated(impl, tally, case)
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_structure_at_every_shape(impl, tally, name):
+    """reduce (add, max), reshape and expand of a value of each shape class (ranks 0 to 3, a
+    0-length and a 1-length dim) at every axis set and every shape it may take, each one's
+    gradient (their values are test_op_at_every_class_of_every_dtype's `shape.value`
+    cases), compared as the gradient check compares: bit for bit, or against the true
+    derivative for an implementation that does not claim bit-exact gradients."""
+    case = SHAPES[name]
     tally.case(features_of(case.source))
     running.check_enumerated(impl, tally, case)
 
