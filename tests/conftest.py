@@ -109,3 +109,26 @@ def suite(impl: str, *args: str, cwd=ROOT, timeout: float = 900, env=None,
          "no:cacheprovider", *extra, *args], cwd=cwd, capture_output=True, text=True,
         timeout=timeout, env=env)
     return result.returncode, result.stdout + result.stderr, time.perf_counter() - started
+
+
+def listening(path, heard: list, stop) -> object:
+    """A Unix socket server outside the sandbox at `path`, appending to `heard` the first
+    bytes of each connection until `stop` (a threading.Event) is set: what a hostile
+    implementation would reach. The socket, to close."""
+    import socket
+    import threading
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    server.listen(4)
+    server.settimeout(0.2)
+
+    def serve():
+        while not stop.is_set():
+            try:
+                connection, _ = server.accept()
+            except OSError:
+                continue
+            with connection:
+                heard.append(connection.recv(64))
+    threading.Thread(target=serve, daemon=True).start()
+    return server

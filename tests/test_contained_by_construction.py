@@ -11,7 +11,6 @@ import os
 import pathlib
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import threading
@@ -29,7 +28,7 @@ from gradient_conformance.conformance.transports.confinement import (
     refused,
 )
 from gradient_conformance.reports.records import from_json
-from tests.conftest import ROOT, suite
+from tests.conftest import ROOT, listening, suite
 
 HERE = ROOT / "tests" / "hostile"
 SANDBOX = bwrap_usable()
@@ -129,24 +128,6 @@ def test_what_is_bound_is_named_never_a_home_or_a_shared_place(tmp_path):
     assert bound == [str(project / "impl.py")], binds
 
 
-def _serve(path, heard: list, stop: threading.Event) -> socket.socket:
-    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    server.bind(str(path))
-    server.listen(4)
-    server.settimeout(0.2)
-
-    def serve():
-        while not stop.is_set():
-            try:
-                connection, _ = server.accept()
-            except OSError:
-                continue
-            with connection:
-                heard.append(connection.recv(64))
-    threading.Thread(target=serve, daemon=True).start()
-    return server
-
-
 @needs_bwrap
 def test_nothing_near_the_implementation_is_reached_and_nothing_of_the_host_is_its_own(
         tmp_path, figures):
@@ -160,6 +141,8 @@ def test_nothing_near_the_implementation_is_reached_and_nothing_of_the_host_is_i
     package = project / "reaches"
     package.mkdir(parents=True)
     (package / "__init__.py").write_text((HERE / "reaches.py").read_text())
+    for helper in ("probes.py", "last_bit_off.py"):  # what it imports, in its own package
+        shutil.copy(ROOT / "tests" / "impls" / helper, package / helper)
     (project / ".git").mkdir()
     (project / ".git" / "config").write_text("[remote]\n url = https://oauth2:glpat-TOKEN42@x\n")
     (project / "deploy").mkdir()
@@ -170,8 +153,8 @@ def test_nothing_near_the_implementation_is_reached_and_nothing_of_the_host_is_i
     mark.write_text("host-tmp\n")
     heard: list[bytes] = []
     stop = threading.Event()
-    servers = [_serve(package / "own.sock", heard, stop), _serve(tmp_path / "tmux.sock",
-                                                                heard, stop)]
+    servers = [listening(package / "own.sock", heard, stop),
+               listening(tmp_path / "tmux.sock", heard, stop)]
     report = tmp_path / "r.json"
     env = {**os.environ, "HOSTILE_PROJECT": str(project), "HOSTILE_TMP_MARK": str(mark),
            "HOSTILE_SOCKETS": f"{package / 'own.sock'}:{tmp_path / 'tmux.sock'}"}

@@ -41,7 +41,7 @@ from gradient_conformance.reports.records import (
     from_json,
     loads,
 )
-from tests.conftest import ROOT, suite
+from tests.conftest import ROOT, listening, suite
 
 HERE = ROOT / "tests" / "hostile"
 IMPLS = ROOT / "tests" / "impls"  # bound for the impls that import a sibling
@@ -439,29 +439,14 @@ def _escape_attempt(tmp_path, sandbox: str = "bwrap"):
     """escapes.py run through one check, with a secret, a Unix socket served outside, and a
     home of the user's to reach: (exit, output, what it said of itself, what the socket
     heard)."""
-    import socket
     secret = tmp_path / ".env"
     secret.write_text("TOKEN=hunter2-secret\n")
     secret.chmod(0o600)
     home = tmp_path / "home"
     (home / "project").mkdir(parents=True)
     heard: list[bytes] = []
-    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    server.bind(str(tmp_path / "tmux.sock"))
-    server.listen(1)
-    server.settimeout(0.2)
     stop = threading.Event()
-
-    def serve():
-        while not stop.is_set():
-            try:
-                connection, _ = server.accept()
-            except OSError:
-                continue
-            with connection:
-                heard.append(connection.recv(64))
-    listener = threading.Thread(target=serve, daemon=True)
-    listener.start()
+    server = listening(tmp_path / "tmux.sock", heard, stop)
     report = tmp_path / "r.json"
     env = {**os.environ, "HOSTILE_TARGET": str(tmp_path), "HOSTILE_SECRET": str(secret),
            "HOSTILE_SOCKET": str(tmp_path / "tmux.sock"), "HOSTILE_HOME": str(home)}
@@ -477,7 +462,6 @@ def _escape_attempt(tmp_path, sandbox: str = "bwrap"):
     finally:
         planted.unlink(missing_ok=True)
         stop.set()
-        listener.join()
         server.close()
     said = from_json(report.read_text()).implementation["version"] if report.exists() else ""
     return code, output, said, heard

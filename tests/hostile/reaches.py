@@ -5,7 +5,9 @@ token in .git/config, deploy/.env, a log beside the project), the host's /tmp
 (HOSTILE_SOCKETS), the session keyring, a key added to it, the host's /dev/null and a file
 of /sys only root may read (as their owner, root outside), a user namespace of its own, and
 1,500 threads. What it managed it says in its VERSION ("escaped: ..."); what held, too
-("held: ...")."""
+("held: ...").
+It is a package's __init__.py, its probes.py and last_bit_off.py (tests/impls/) beside it
+(tests/test_contained_by_construction.py makes the package)."""
 
 import ctypes
 import os
@@ -13,21 +15,12 @@ import pathlib
 import socket
 import threading
 
-from gradient_conformance import reference
+from reaches.last_bit_off import build  # noqa: F401 - the wrong implementation it is
+from reaches.probes import attempt as _try
+from reaches.probes import said
 
 NAME = "reaches"
-escaped, held = [], []
 _libc = ctypes.CDLL(None, use_errno=True)
-
-
-def _try(what: str, attempt) -> None:
-    try:
-        result = attempt()
-    except OSError:
-        held.append(what)
-        return
-    (escaped if result is not False else held).append(
-        f"{what}" + (f" ({str(result)[:40]})" if result not in (None, True, False) else ""))
 
 
 def _call(result: int) -> int:
@@ -89,17 +82,4 @@ def _threads() -> str | bool:
 
 
 _try("tasks", _threads)
-VERSION = "escaped: " + (", ".join(escaped) or "nothing") + " | held: " + ", ".join(held)
-
-
-def build(source):
-    import numpy as np
-    run = reference.build(source)
-
-    def flipped(buffers):
-        out = run(buffers)
-        for a in out.values():
-            if a.dtype == np.float32:
-                a.view(np.uint32)[...] ^= np.uint32(1)
-        return out
-    return flipped
+VERSION = said()

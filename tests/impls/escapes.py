@@ -16,17 +16,8 @@ import socket
 from last_bit_off import build  # noqa: F401 - its folder is importable beside it
 
 NAME = "escapes"
-escaped, held = [], []
-
-
-def _try(what: str, attempt) -> None:
-    try:
-        result = attempt()
-    except OSError:
-        held.append(what)
-        return
-    (escaped if result is not False else held).append(
-        f"{what}" + (f" ({str(result)[:20]})" if result not in (None, True, False) else ""))
+from probes import attempt as _try  # noqa: E402 - beside it, as last_bit_off is
+from probes import said  # noqa: E402
 
 
 def _status(field: str) -> str:
@@ -87,4 +78,4 @@ def _fill_shm() -> str | bool:
 
 
 _try("shm", _fill_shm)
-VERSION = "escaped: " + (", ".join(escaped) or "nothing") + " | held: " + ", ".join(held)
+VERSION = said()
