@@ -305,6 +305,18 @@ def test_a_crash_at_build_is_no_rejection():
     assert code == 0, output[-3000:]
 
 
+def test_a_line_number_is_read_from_the_implementation_s_own_words():
+    """The place the suite adds (" (FILE:LINE)") and a number inside a path or a word are
+    not the line: a checkout in /tmp/ci4 made "line 4" pass for a message that gave none."""
+    from gradient_conformance.conformance.casefiles import gives_line
+    where = " (/tmp/ci4/main/tests/impls/no_lines.py:19)"
+    assert not gives_line("ValueError: this program is not valid" + where, 4)
+    assert not gives_line("ValueError: not valid (raised in /x/y4.py:4)" + where, 4)
+    assert not gives_line("SyntaxError: bad token v4", 4)
+    assert gives_line("SyntaxError: line 4: bad token" + where, 4)
+    assert gives_line("4: end closes nothing", 4) and not gives_line("line 14", 4)
+
+
 def test_a_message_must_give_the_line_a_case_file_says_it_mentions():
     """Before, `#: error-mentions` was promised by SPEC and checked by nothing: a message
     without the line passed. A mention that gives a line asks the implementation's message
