@@ -31,6 +31,7 @@ import numpy as np
 
 from gradient_conformance.generators.writer import shape_text
 from gradient_conformance.reference import conditions, exact
+from gradient_conformance.reference.interp import NUMPY_DTYPES
 from gradient_conformance.reference.ops import OPS, REDUCE_OPS
 from gradient_conformance.reference.rules import RULES
 
@@ -562,7 +563,6 @@ def enumerated_cases() -> list[Enumerated]:
 I32_CLASSES = ("0", "1", "-1", "2", "-2", "31", "32", "33", "-32", "1073741824", "2147483647",
                "-2147483648")
 CLASSES = {"i32": I32_CLASSES, "bool": _TRUTHS, "f32": VALUE_CLASSES}
-_NUMPY = {"i32": np.int32, "bool": np.bool_, "f32": np.float32}
 
 
 def _column(dtype: str, texts) -> np.ndarray:
@@ -591,13 +591,13 @@ def _forward_binary(op: str, dtype: str, kind: str) -> Write:
             a, b = (_column(dtype, c) for c in zip(*rows, strict=True))
             p.lines += [f"%xa = load {p.buffer('a', a)}", f"%xb = load {p.buffer('b', b)}",
                         f"%y = {op} %xa %xb"]
-            p.output("y", "%y", a.shape, _NUMPY[result])
+            p.output("y", "%y", a.shape, NUMPY_DTYPES[result])
             return p.written()
         other = _column(dtype, [row[0] for row in rows])
         p.lines.append(f"%xo = load {p.buffer('o', other)}")
         if kind == "same":
             p.lines.append(f"%y = {op} %xo %xo")
-            p.output("y", "%y", other.shape, _NUMPY[result])
+            p.output("y", "%y", other.shape, NUMPY_DTYPES[result])
             return p.written()
         for k, literal in enumerate(CLASSES[dtype]):
             if any(_traps(op, row[0], literal) if kind == "literal-right" else
@@ -605,7 +605,7 @@ def _forward_binary(op: str, dtype: str, kind: str) -> Write:
                 continue  # taken by the loaded case's trapping rows
             operands = f"%xo {literal}" if kind == "literal-right" else f"{literal} %xo"
             p.lines.append(f"%y{k} = {op} {operands}")
-            p.output(f"y{k}", f"%y{k}", other.shape, _NUMPY[result])
+            p.output(f"y{k}", f"%y{k}", other.shape, NUMPY_DTYPES[result])
         return p.written()
     return write
 
@@ -619,12 +619,12 @@ def _forward_cast(op: str, source: str, target: str, literal: bool) -> Write:
             for k, (text,) in enumerate(rows):
                 p.row = k
                 p.lines.append(f"%y{k} = {op} {text} dtype={target}")
-                p.output(f"y{k}", f"%y{k}", (), _NUMPY[target])
+                p.output(f"y{k}", f"%y{k}", (), NUMPY_DTYPES[target])
             p.row = None
             return p.written()
         x = _column(source, [row[0] for row in rows])
         p.lines += [f"%xv = load {p.buffer('in', x)}", f"%y = {op} %xv dtype={target}"]
-        p.output("y", "%y", x.shape, _NUMPY[target])
+        p.output("y", "%y", x.shape, NUMPY_DTYPES[target])
         return p.written()
     return write
 

@@ -9,6 +9,8 @@ import numpy as np
 
 from gradient_conformance.conformance.diagnosis.variants import CATALOGUE
 from gradient_conformance.conformance.readings import Reading
+from gradient_conformance.reference.cases import buffer_slots
+from gradient_conformance.reference.interp import NUMPY_DTYPES
 
 F32 = np.float32
 REJECTED = "rejected"  # what a sentence says of a program it rejects
@@ -45,7 +47,9 @@ def shows(name: str, source: str, values: list, want) -> None:
     """Under variant `name`, `source` on `values` (one array per input buffer) gives `want`
     in its last slot (an array, or REJECTED, or ACCEPTED), and the spec gives otherwise."""
     reading = Reading(source)
-    declared = _declared(source)
+    # slot order is declaration order in `program`'s sources; the last is stored to
+    declared = [(NUMPY_DTYPES[dtype], shape) for _, (dtype, shape) in
+                sorted(buffer_slots(source).items())]
     arrays = [np.asarray(v, dtype).reshape(shape) for v, (dtype, shape) in
               zip(values, declared, strict=False)]
     out_dtype, out_shape = declared[-1]
@@ -65,19 +69,6 @@ def shows(name: str, source: str, values: list, want) -> None:
         (name, "the spec gives the same", spec)
 
 
-def _declared(source: str) -> list[tuple[type, tuple[int, ...]]]:
-    """The dtype and shape of each buffer `source` declares, in its order (slot order, as
-    `program` writes them); the last is the one stored to."""
-    found = []
-    for line in source.splitlines():
-        if " = buffer " in line:
-            dtype = {"f32": np.float32, "i32": np.int32, "bool": np.bool_}[
-                line.split("dtype=")[1].split()[0]]
-            shape = line.split("shape=[")[1].split("]")[0]
-            found.append((dtype, tuple(int(n) for n in shape.split(",") if n)))
-    return found
-
-
 def fold(values, order=None) -> F32:
     """A left fold of `values` (taken in `order`, a list of indices) in f32."""
     values = [F32(v) for v in values]
@@ -87,3 +78,17 @@ def fold(values, order=None) -> F32:
     for value in values[1:]:
         total = F32(total + value)
     return total
+
+
+def f32_of(bits: int) -> F32:
+    """The f32 whose bits are `bits`."""
+    return np.array([bits], np.uint32).view(F32)[0]
+
+
+def pairwise(values) -> F32:
+    """(s1 + s2) + (s3 + s4), ...: adjacent pairs, then pairs of those (a power of two), in
+    f32."""
+    level = [F32(v) for v in values]
+    while len(level) > 1:
+        level = [F32(level[k] + level[k + 1]) for k in range(0, len(level), 2)]
+    return level[0]

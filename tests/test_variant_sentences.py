@@ -16,6 +16,7 @@ import pytest
 from gradient_conformance.conformance.diagnosis.variants import CATALOGUE
 from gradient_conformance.conformance.readings import Reading
 from gradient_conformance.reference import exact
+from tests.sentences import f32_of
 
 # Losses that are f32 but no scalar, each of x (an f32 of shape [3]) or of its first element.
 LOSSES = {
@@ -58,9 +59,6 @@ def test_a_variant_that_sums_a_loss_gives_the_gradient_of_its_sum(name, loss):
 F32 = np.float32
 
 
-def _f(bits: int) -> np.float32:
-    return np.array([bits], np.uint32).view(np.float32)[0]
-
 
 def _b(value) -> int:
     return int(np.array([value], np.float32).view(np.uint32)[0])
@@ -76,7 +74,7 @@ def _unary(op: str) -> str:
 
 
 def _rounded(function, a: np.float32) -> np.float32:
-    return _f(function(_b(a)))
+    return f32_of(function(_b(a)))
 
 
 RULE_FORMS = {  # variant: (op, its share from the sentence, as a function of a and g)

@@ -12,11 +12,7 @@ import pytest
 from gradient_conformance.conformance.diagnosis.variants import CATALOGUE
 from gradient_conformance.conformance.readings import Reading
 from gradient_conformance.generators.hard_to_round import HARD_TO_ROUND
-from tests.sentences import ACCEPTED, F32, REJECTED, fold, program, shows
-
-
-def _f(bits: int) -> F32:
-    return np.array([bits], np.uint32).view(F32)[0]
+from tests.sentences import ACCEPTED, F32, REJECTED, f32_of, fold, pairwise, program, shows
 
 
 def _scalar_loss(op_lines: str, x_shape: str = "[]", out_shape: str | None = None,
@@ -99,12 +95,6 @@ def _stored(op_lines: str, x_shape: str, out_shape: str, dtype: str = "f32") -> 
     return program([("x", dtype, x_shape)], op_lines, (dtype, out_shape), "%u")
 
 
-def _pairwise(values):
-    level = [F32(v) for v in values]
-    while len(level) > 1:
-        level = [F32(level[k] + level[k + 1]) for k in range(0, len(level), 2)]
-    return level[0]
-
 
 LONG = [1e8, 1.0, 1.0, 1.0, -1e8, 1.0, 1.0, 1.0]
 MIDDLE = np.arange(12, dtype=F32).reshape(2, 3, 2)
@@ -114,7 +104,7 @@ VALUES = {  # variant: (program, inputs, the value its sentence gives)
     "flush-results": (_stored("%u = mul %x %x", "[]", "[]"), [1e-20], 0.0),
     "flush-inputs": (_stored("%u = mul %x 1e30", "[]", "[]"), [1e-40], 0.0),
     "pairwise-reduce": (_stored("%u = reduce %x op=add", "[8]", "[]"), [LONG],
-                        _pairwise(LONG)),
+                        pairwise(LONG)),
     "max-zero-relu": (_stored("%u = max %x 0.0", "[3]", "[3]"), [[np.nan, 2.0, -3.0]],
                       [0.0, 2.0, 0.0]),
     # the last axis first: each row, then the rows
@@ -154,7 +144,7 @@ def test_a_value_is_what_its_sentence_says(name):
 def test_transcendentals_in_binary64_are_numpy_s_binary64_rounded(op):
     """Its sentence on the hard-to-round inputs, computed by numpy in binary64 and rounded
     once to f32: it departs from the spec on at least one of them."""
-    inputs = [_f(bits) for bits in HARD_TO_ROUND[op]]
+    inputs = [f32_of(bits) for bits in HARD_TO_ROUND[op]]
     function = {"exp2": np.exp2, "sin": np.sin}[op]
     want = np.array([F32(function(np.float64(a))) for a in inputs], F32)
     size = f"[{len(inputs)}]"

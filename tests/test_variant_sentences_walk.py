@@ -15,7 +15,7 @@ import pytest
 
 from gradient_conformance.conformance.diagnosis.variants import CATALOGUE
 from gradient_conformance.reference import tape as tapes
-from tests.sentences import F32, fold, program, shows
+from tests.sentences import F32, f32_of, fold, pairwise, program, shows
 
 
 def _chain(c: list[float], written: list[int] | None = None, before: str = "") -> str:
@@ -45,19 +45,12 @@ def _arrival(c):
     return list(reversed(c))
 
 
-def _pairwise(shares):
-    """(s1 + s2) + (s3 + s4), ...: adjacent pairs, then pairs of those (a power of two)."""
-    level = [F32(s) for s in shares]
-    while len(level) > 1:
-        level = [F32(level[k] + level[k + 1]) for k in range(0, len(level), 2)]
-    return level[0]
-
 
 ORDERS = {  # variant: (shares taken, their sum by the sentence, from the chain c)
     "program-order": (9, lambda c: fold(c, WRITTEN)),
     "reversed-program-order": (9, lambda c: fold(c, WRITTEN[::-1])),
     "reversed-arrival": (9, lambda c: fold(_arrival(c)[::-1])),
-    "pairwise": (8, lambda c: _pairwise(_arrival(c))),
+    "pairwise": (8, lambda c: pairwise(_arrival(c))),
     # as numpy sums 8 or more values: numpy's own sum of the arrival order is the witness
     "blocked-past-eight": (9, lambda c: np.add.reduce(np.array(_arrival(c), F32))),
     # with operands right to left the post-order is c_n-1 x u_n-1 c_n-2 u_n-2 ... c_0 u_0
@@ -162,9 +155,6 @@ def test_signed_zero_literals_merge_into_the_first_written_either_way():
 # --- tapes (SPEC.md, "Tapes") ---------------------------------------------------------------
 
 
-def _f(bits: int) -> F32:
-    return np.array([bits], np.uint32).view(F32)[0]
-
 
 # Entry 0 (an input, 1.0) is used by entries 5 to 8 (mul by the constants 1 to 4), whose sum
 # is the last entry: its shares arrive from 8, 7, 6, 5 (decreasing order of the sender,
@@ -200,7 +190,7 @@ def test_a_tape_variant_gives_the_derivative_its_sentence_says(name):
     theirs = tapes.backprop_bits(tape, CATALOGUE[name].semantics())
     spec = tapes.backprop_bits(tape)
     want_bits = int(np.array([want], F32).view(np.uint32)[0])
-    assert theirs[entry] == want_bits, (name, float(_f(theirs[entry])), float(want))
+    assert theirs[entry] == want_bits, (name, float(f32_of(theirs[entry])), float(want))
     assert spec[entry] != want_bits, (name, "the spec gives the same")
 
 

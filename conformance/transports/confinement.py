@@ -238,7 +238,7 @@ def own_files(spec: str, base: str) -> list[str]:
         # ..`), a home, /tmp. What it leads to is bound only where it is a module file or
         # a package's folder, and neither the current folder nor one above it.
         if os.path.isdir(real) and (not os.path.isfile(os.path.join(real, "__init__.py")) or
-                                    _above_or_at(real, base)):
+                                    refused(real, {base})):
             raise ValueError(f"{path} leads to the folder {real}, which is no package of its "
                              "own (it is the current folder, above it, or has no "
                              "__init__.py): bind what it needs with --sandbox-bind")
@@ -246,11 +246,6 @@ def own_files(spec: str, base: str) -> list[str]:
             raise ValueError(f"{path} leads to {real}, which is no Python module")
     return [os.path.realpath(p) for p in found]
 
-
-def _above_or_at(folder: str, path: str) -> bool:
-    """Whether `folder` is `path` or a folder above it."""
-    folder, path = os.path.realpath(folder), os.path.realpath(path)
-    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 
 
 def program_files(argv: list[str], cwd: str | None) -> list[str]:
