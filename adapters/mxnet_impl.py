@@ -18,9 +18,18 @@ is `np.power(2, a)`, as it has no exp2 either.
 
 from __future__ import annotations
 
-import mxnet
-import numpy
-from mxnet import autograd, np, npx
+import os
+
+# MXNet's default engine runs operators asynchronously and keeps a failed one's error to raise
+# at a later wait, in whichever program waits next (measured: a program the run refused for
+# an empty reduction of the program before it, accepted when re-run alone). The naive engine
+# runs each operator when it is called, so an error is the answer of the program that caused
+# it. MXNet reads the variable once, when its engine starts, so it is set before the import.
+os.environ["MXNET_ENGINE_TYPE"] = "NaiveEngine"
+
+import mxnet  # noqa: E402
+import numpy  # noqa: E402
+from mxnet import autograd, np, npx  # noqa: E402
 
 from gradient_conformance.adapters.eager import (
     FRAMEWORK_CAPABILITIES,
