@@ -27,9 +27,9 @@ import os
 # it. MXNet reads the variable once, when its engine starts, so it is set before the import.
 os.environ["MXNET_ENGINE_TYPE"] = "NaiveEngine"
 
-import mxnet  # noqa: E402
-import numpy  # noqa: E402
-from mxnet import autograd, np, npx  # noqa: E402
+import mxnet
+import numpy
+from mxnet import autograd, np, npx
 
 from gradient_conformance.adapters.eager import (
     FRAMEWORK_CAPABILITIES,

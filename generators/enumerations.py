@@ -368,6 +368,18 @@ _TEXT = (("mul %x 2.0", "  # an indented comment line", "mul %x 2.0"),
          ("mul %x -3.4028235e38", "", "mul %x -3.4028234663852886e+38"))
 
 
+# What x's gradient is when x received nothing (gradient.md: the zeros of x's shape, `0.0`
+# or `expand 0.0 shape=S`), a node like any other: one with an `expand 0.0` of that shape
+# written in the program, and with another such gradient; two with `expand -0.0`. %lz does
+# not depend on %x, and %ld reaches it only through a detach.
+_ZEROS = (("gradient %lz %x", "", "expand 0.0 shape=[3]"),
+          ("expand 0.0 shape=[3]", "", "gradient %lz %x"),
+          ("gradient %lz %x", "", "expand -0.0 shape=[3]"),
+          ("gradient %ld %x", "", "expand 0.0 shape=[3]"),
+          ("gradient %lz %x", "", "gradient %ld %x"))
+_ZERO_LOSSES = ("%lz = reduce %z op=add", "%dx = detach %x", "%ld = reduce %dx op=add")
+
+
 def _spellings(text: str) -> list[str]:
     """Other spellings of the f32 literal `text` with its bits: the generators' respellings
     (2.0 as 2., 2e0, ...) and the exact decimal of its value (1e-45 as
@@ -412,7 +424,8 @@ def identity_rows(group: str) -> tuple[tuple[str, ...], ...]:
     buffer loaded twice with nothing, a store to another buffer, a store to it, or a load
     of one element between; `calls`, the same call twice, another function with the same
     body, the operands swapped; `names`, names that differ only in punctuation or case,
-    holding two values and one; `text`, what the text form ignores between them (`_TEXT`)."""
+    holding two values and one; `text`, what the text form ignores between them (`_TEXT`);
+    `zeros`, the gradient of an x that received nothing beside the zeros it is (`_ZEROS`)."""
     from gradient_conformance.generators.writer import F32_LITERALS
     if group == "literals":
         classes = dict.fromkeys(VALUE_CLASSES + F32_LITERALS)
@@ -430,12 +443,15 @@ def identity_rows(group: str) -> tuple[tuple[str, ...], ...]:
         return tuple(("%p", a, "", "%q", b) for a, b in _CALLS)
     if group == "text":
         return tuple(("%p", a, between, "%q", b) for a, between, b in _TEXT)
+    if group == "zeros":
+        return tuple(("%p", a, between, "%q", b) for a, between, b in _ZEROS)
     return tuple((pn, first, "", qn, second) for pn, qn in _NAMES
                  for first, second in (("mul %x 2.0", "mul %x 3.0"),
                                        ("mul %x 2.0", "mul %x 2.0")))
 
 
-IDENTITY_GROUPS = ("literals", "order", "attributes", "loads", "calls", "names", "text")
+IDENTITY_GROUPS = ("literals", "order", "attributes", "loads", "calls", "names", "text",
+                   "zeros")
 
 
 def _identity(rows):
@@ -446,6 +462,8 @@ def _identity(rows):
     z = p.buffer("oth", np.array([2.0, -0.5, 1.25], np.float32))
     m = p.buffer("mat", np.array([[0.5, -2.0], [1.5, 1.5], [-0.25, 4.0]], np.float32))
     p.lines += [f"%x = load {x}", f"%z = load {z}", f"%xm = load {m}"]
+    if any("gradient" in row[1] + row[4] for row in rows):
+        p.lines += _ZERO_LOSSES
     for k, (p_name, first, between, q_name, second) in enumerate(rows):
         p.row = k
         # Each row's names apart from the others' by a prefix, so that a trailing dot stays
@@ -629,12 +647,32 @@ def _forward_cast(op: str, source: str, target: str, literal: bool) -> Write:
     return write
 
 
+# How many copies an expand makes that a reduce op=add then sums: a left fold of n copies
+# of v rounds at each add, one multiplication by n rounds once, and numpy's pairwise sum
+# (from 8) otherwise again; each count from 2 to 9, and 16 and 17 past two blocks of eight.
+EXPANDED_COUNTS = (2, 3, 4, 5, 6, 7, 8, 9, 16, 17)
+
+
+def _expanded_sum(n: int) -> Write:
+    """Each f32 class, expanded to n copies along a new axis and summed over it again."""
+    def write(rows):
+        p = _Program()
+        x = _f32([row[0] for row in rows])
+        r = len(rows)
+        p.lines += [f"%xv = load {p.buffer('in', x)}", f"%xr = reshape %xv shape=[{r},1]",
+                    f"%xe = expand %xr shape=[{r},{n}]", "%y = reduce %xe op=add axis=[1]"]
+        p.output("y", "%y", (r, 1))
+        return p.written()
+    return write
+
+
 def forward_cases() -> list[Enumerated]:
     """Every op on i32 and bool (OPS' dtypes), at every pair of classes loaded (the
     trapping pairs of idiv and mod a case of their own, which an implementation that traps
     is not sent), its operand twice, and each class a literal on either side; every cast
     from every class of each dtype to each other, loaded and as a literal (folded when the
-    program is built, where a computed one is not); every bitcast between f32 and i32."""
+    program is built, where a computed one is not); every bitcast between f32 and i32; every
+    f32 class expanded to each of EXPANDED_COUNTS copies and summed over them again."""
     found = []
     for name, op in OPS.items():
         if op.arity != 2 or op.attributes:
@@ -674,6 +712,11 @@ def forward_cases() -> list[Enumerated]:
                     + ("each a literal" if literal else "loaded"),
                     tuple((t,) for t in CLASSES[source]),
                     _forward_cast(cast, source, target, literal)))
+    for n in EXPANDED_COUNTS:
+        found.append(Enumerated(
+            f"reduce.expanded/{n}", "reduce", f"every f32 class expanded to {n} copies and "
+            "summed over them (a left fold of the copies, not one multiplication by "
+            f"{n})", tuple((t,) for t in VALUE_CLASSES), _expanded_sum(n)))
     return [*found, *structure_cases(gradients=False)]
 
 

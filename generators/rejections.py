@@ -69,6 +69,16 @@ def _x_not_f32(w, base, x, kind):
 
 
 def _x_literal(w, base, x, kind):
+    if kind == "the zero gradient":
+        # The gradient of a scalar that received nothing is the literal 0.0 (gradient.md:
+        # "the result is zeros of x's shape (`0.0`, ...)"), shared like any 0.0.
+        s = w.loss(x)
+        cut = w.loss(w.value("detach", [x], "f32", x.shape, carry=[]))
+        zero = w.fresh("g")
+        w.line(f"{zero} = gradient {cut.text} {s.text}")
+        z = Val(zero, "f32", ())
+        return w.value("mul", [s, z], "f32", ()), z, \
+            "x is the gradient of a scalar that received nothing: the literal 0.0"
     text = w.choose(("2.0", "0.5", "-1.0"))
     lit = Val(text, "f32", (), literal=True)
     shared = w.value("mul", [x, lit], "f32", x.shape)
@@ -118,8 +128,35 @@ def _open_range(w, base, x, kind):
     return None, None, f"y or x depends on an open range ({kind})"
 
 
+# A call reached by x through its argument is on the walk's path whatever its body does
+# with the parameter (SPEC.md, "Depends on x": a node with an f32 operand that depends on x),
+# so each of these is rejected; an implementation that reads the dependence off the inlined
+# body accepts those whose body drops, detaches or casts it. Each: the body, and whether its
+# value is a scalar (a body that drops the parameter returns one).
+CALL_BODIES: dict[str, tuple[tuple[str, ...], bool]] = {
+    "call using its parameter": (("  %q = mul %p %p",), False),
+    "call dropping its parameter": (("  %q = mul 2.0 3.0",), True),
+    "call detaching its parameter": (("  %d = detach %p", "  %q = mul %d %d"), False),
+    "call casting its parameter": (("  %k = cast %p dtype=i32", "  %q = cast %k dtype=f32"),
+                                   False),
+    "call of a call": (("  %q = call @uses %p",), False),
+}
+
+
+def _call_body(w: Writer, x: Val, kind: str) -> Val:
+    body, scalar = CALL_BODIES[kind]
+    name = "@" + kind.split()[1]
+    if "call @uses" in "".join(body):
+        w.defs += ["def @uses %p", "  %q = mul %p %p", "  return %q", "end @uses"]
+    w.defs += [f"def {name} %p", *body, "  return %q", f"end {name}"]
+    return w.value("call", [Val(name, "func", ()), x], "f32", () if scalar else x.shape,
+                   no_rule=True)
+
+
 def _no_rule(w, base, x, kind):
-    if kind == "reduce op=mul":
+    if kind in CALL_BODIES:
+        blocked = _call_body(w, x, kind)
+    elif kind == "reduce op=mul":
         blocked = w.value("reduce", [x], "f32", (), attrs="op=mul", no_rule=True)
     elif kind == "reduce op=mul axis=":
         # The same op with its axes written: the form a rejection rule may be checked by.
@@ -191,13 +228,13 @@ DISGUISES: dict[str, tuple[Callable, tuple[str, ...]]] = {
     errors.LOSS_NOT_F32_SCALAR: (_loss_not_scalar, ("shape [1]", "unreduced", "i32", "bool",
                                                     "buffer")),
     errors.X_NOT_F32: (_x_not_f32, ("i32", "bool", "buffer")),
-    errors.X_LITERAL: (_x_literal, ("shared",)),
+    errors.X_LITERAL: (_x_literal, ("shared", "the zero gradient")),
     errors.OPEN_RANGE: (_open_range, ("counter", "body load in y", "body load as x", "outer",
                                       "body load through a detach",
                                       "counter through an i32")),
     errors.NO_RULE: (_no_rule, ("reduce op=mul", "reduce op=mul axis=", "call",
                                 "store and load", "element store", "store in a loop",
-                                "two stores and loads")),
+                                "two stores and loads", *CALL_BODIES)),
     errors.IN_FUNCTION: (_in_function, ("never called", "called")),
 }
 

@@ -35,6 +35,17 @@ def tape_left_fold(domain, shares: list, senders: list):
     return total
 
 
+def tape_last_to_first(entries: list) -> range:
+    """The order the walk processes a tape's entries in: from the last to the first."""
+    return range(len(entries) - 1, -1, -1)
+
+
+def tape_passes_on(domain, derivative) -> bool:
+    """Whether an entry that received shares passes shares on: always, whatever their sum
+    (a derivative of +-0.0 too: 0.0 * inf is NaN, and -0.0 is a share)."""
+    return True
+
+
 def tape_operands(i: int, j: int) -> tuple[int, ...]:
     """Which operands an entry passes shares to, in order: i (position 0), then j (1), and
     i twice when i == j."""
@@ -69,7 +80,9 @@ class Semantics:
     literal: Callable[[str], int] = exact.f32_from_text  # an f32 literal's text -> its bits
     # the tape exercise (SPEC.md, "Tapes")
     tape_domain: object = EXACT
+    tape_order: Callable = tape_last_to_first  # (entries) -> the order they are processed
     tape_fold: Callable = tape_left_fold  # (domain, shares, senders) -> their sum
+    tape_passes_on: Callable = tape_passes_on  # (domain, derivative) -> pass shares on?
     tape_operands: Callable = tape_operands
     tape_leaf: Callable = tape_leaf
 

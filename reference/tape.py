@@ -133,7 +133,7 @@ def walk(entries: list[tuple], values: list[Scalar], semantics=SPEC
     shares[-1].append(e.f32("1.0").value)
     senders[-1].append(None)
     derivatives = [domain.literal(exact.POS_ZERO)] * len(entries)
-    for k in range(len(entries) - 1, -1, -1):
+    for k in semantics.tape_order(entries):
         if not shares[k]:
             continue  # the last entry does not depend on entry k
         g = semantics.tape_fold(domain, shares[k], senders[k])
@@ -141,6 +141,8 @@ def walk(entries: list[tuple], values: list[Scalar], semantics=SPEC
             derivatives[k] = semantics.tape_leaf(domain, entries[k][0], g)
             continue
         derivatives[k] = g
+        if not semantics.tape_passes_on(domain, g):
+            continue
         rule = semantics.rules[entries[k][0]]
         # operand i first, then j (i == j receives twice)
         for position in semantics.tape_operands(entries[k][1], entries[k][2]):

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 
 from gradient_conformance.conformance.diagnosis.confirm import _drawn_into
+from gradient_conformance.conformance.diagnosis.variants import CATALOGUE
 from gradient_conformance.conformance.outcome import compare
 from gradient_conformance.conformance.readings import Reading
 from gradient_conformance.conformance.transports.loading import load
@@ -18,13 +21,17 @@ from gradient_conformance.generators.enumerations import (
     identity_cases,
     identity_rows,
     not_by_value,
+    rejection_cases,
 )
+from gradient_conformance.generators.tapes import tape_cases
 from gradient_conformance.reference import exact
 from gradient_conformance.reference.ops import OPS
 from gradient_conformance.reference.rules import RULES
+from gradient_conformance.reference.tape import backprop_bits
 from tests.conftest import ROOT
 
 FORWARD = {case.name: case for case in forward_cases()}
+REJECTIONS = {case.name: case for case in rejection_cases()}
 CASES = {case.name: case for case in [*enumerated_cases(), *identity_cases()]
          if case.name not in FORWARD}
 
@@ -124,6 +131,14 @@ def test_each_case_holds_every_class_and_the_reference_runs_it():
     ("tests/impls/bool_through_i32.py", "cast.f32.bool/loaded"),
     ("tests/impls/bool_through_i32.py", "cast.f32.bool/literal"),
     ("tests/impls/reshape_zero_copies.py", "shape.value/[0,3]"),
+    ("tests/impls/call_dependence_by_body.py", "rejection/no-rule/call-dropping-its-parameter/0"),
+    ("tests/impls/call_dependence_by_body.py",
+     "rejection/no-rule/call-detaching-its-parameter/1"),
+    ("tests/impls/call_dependence_by_body.py", "rejection/no-rule/call-casting-its-parameter/0"),
+    ("tests/impls/zeros_as_nodes.py", "rejection/x-literal/the-zero-gradient/0"),
+    ("tests/impls/zeros_as_nodes.py", "identity/zeros"),
+    ("tests/impls/reduce_expand_as_mul.py", "reduce.expanded/6"),
+    ("tests/impls/reduce_expand_as_mul.py", "reduce.expanded/17"),
 ])
 def test_a_fault_at_one_class_is_caught_by_construction(impl, case):
     """Faults that show only at a signed zero, a NaN in a row, a tie or a literal: each
@@ -131,7 +146,7 @@ def test_a_fault_at_one_class_is_caught_by_construction(impl, case):
     spec = impl if impl.startswith("variant:") else str(ROOT / impl)
     implementation = load(spec, in_process=True)
     try:
-        enumerated = {**CASES, **FORWARD}[case]
+        enumerated = {**CASES, **FORWARD, **REJECTIONS}[case]
         reading = Reading(enumerated.source)
         got = implementation.run_case(enumerated.source, dict(enumerated.buffers),
                                       reading.slots)
@@ -185,6 +200,9 @@ def test_the_reference_makes_one_node_of_what_the_spec_says_and_two_of_the_rest(
     # comments and blank lines are nothing; FLT_MAX and the smallest subnormal in two
     # spellings are one literal each
     assert found["text"] == [True, False, True, True, False, True, True, True]
+    # x's gradient when it received nothing is the zeros of its shape, like any other
+    # `expand 0.0` (gradient.md), and apart from `expand -0.0`
+    assert found["zeros"] == [True, True, False, True, True]
 
 
 @pytest.mark.parametrize("name", ["max/loaded", "identity/loads", "reduce.max/rows"])
@@ -227,3 +245,43 @@ def test_every_rule_in_every_disguise_is_enumerated_and_the_reference_decides_ea
             assert f"[{name.split('/')[1]}]" in outcome.message, (name, outcome.message)
         else:
             assert outcome.status == "ok", (name, outcome.message)
+
+
+TAPE_CASES = tape_cases()
+TAPE_VARIANTS = sorted(name for name, variant in CATALOGUE.items() if variant.tape)
+
+
+@functools.cache
+def _spec_bits(name: str) -> tuple[int, ...]:
+    return tuple(backprop_bits(next(c for c in TAPE_CASES if c.name == name).tape))
+
+
+@pytest.mark.parametrize("name", TAPE_VARIANTS)
+def test_every_tape_variant_is_told_from_the_spec_by_an_enumerated_tape(name):
+    """Tapes by construction (generators/tapes.py): each way of walking or summing a tape
+    that the catalogue knows gives other bits than the spec on an enumerated tape, and on
+    the tape of one of the rows that differ there, alone (what the check reports)."""
+    semantics = CATALOGUE[name].semantics()
+    for case in TAPE_CASES:
+        spec, theirs = _spec_bits(case.name), backprop_bits(case.tape, semantics)
+        differing = [k for k, (a, b) in enumerate(zip(spec, theirs, strict=True)) if a != b]
+        if differing:
+            break
+    else:
+        pytest.fail(f"no enumerated tape tells {name} from the spec")
+    rows = case.rows_of(differing)
+    assert any(backprop_bits(case.narrowed([row]).tape) !=
+               backprop_bits(case.narrowed([row]).tape, semantics) for row in rows), case.name
+
+
+def test_a_row_of_an_enumerated_tape_stands_alone():
+    """A narrowed tape is the rows' own blocks, summed into the last entry by adds that
+    pass 1.0 to each: its derivatives are the whole tape's at those entries."""
+    case = next(c for c in TAPE_CASES if c.name == "tape.fan-in/9/balanced/descending")
+    whole, owners = case.write(case.rows)
+    for row in (0, len(case.rows) // 2, len(case.rows) - 1):
+        alone = backprop_bits(case.narrowed([row]).tape)
+        mine = [b for b, owner in zip(backprop_bits(whole), owners, strict=True)
+                if owner == row]
+        assert alone[:len(mine)] == mine
+    assert len(case.rows) > 100 and case.narrowed([0]).tape == case.write(case.rows[:1])[0]

@@ -19,6 +19,7 @@ from gradient_conformance.generators.tapes import (
     invalid_tapes,
     order_sensitive_tapes,
     single_use_tapes,
+    tape_cases,
     tapes,
 )
 from gradient_conformance.reference import exact
@@ -220,8 +221,9 @@ def test_every_tape_fault_is_killed_and_diagnosed_by_its_name(fault, tier, tmp_p
 def test_the_bundled_implementation_passes_the_tape_checks():
     code, output = _suite("gradient_conformance.implementations.fast", "-k", "tape")
     assert code == 0, output[-3000:]
-    # Every tape case file, and the four generated tape checks.
-    assert f"{len(list((CASES / 'tapes').glob('*.json'))) + 4} passed" in output
+    # Every tape case file, the four generated tape checks and every enumerated tape.
+    files, enumerated = len(list((CASES / "tapes").glob("*.json"))), len(tape_cases())
+    assert f"{files + 4 + enumerated} passed" in output
 
 
 def test_tape_case_files_are_well_formed():

@@ -172,6 +172,26 @@ def _right_fold(values):
     return total
 
 
+# A depth-first post-order from entry 8 = add(7, 4), operand i first, 7 = add(6, 5), 6, 5
+# and 4 the products x * 1.0, x * -1e8 and x * 1e8: it finishes 0, 3, 6, 2, 5, 7, 1, 4, 8;
+# reversed, 4 is processed before 5 and 5 before 6, so x's shares arrive 1e8, -1e8, 1.0,
+# where the spec's order (8 to 0) sends 6's first: 1.0, -1e8, 1e8.
+DEEP = [["input", 1.0], ["const", 1e8], ["const", -1e8], ["const", 1.0], ["mul", 0, 1],
+        ["mul", 0, 2], ["mul", 0, 3], ["add", 6, 5], ["add", 7, 4]]
+# Kahn's queue on FAN: 11; then 10 and 8 (its operands, no other user); 10 adds 9 and 7;
+# 8 sends x SHARES[3]; 9 adds 5 and 6; 7 sends SHARES[2]; 5 SHARES[0]; 6 SHARES[1].
+KAHN = [SHARES[3], SHARES[2], SHARES[0], SHARES[1]]
+# Eight shares to x, arriving from the last product to the first (a chain of adds).
+EIGHT = [1e8, 1.0, 1.0, 1.0, -1e8, 1.0, 1.0, 1.0]  # in arrival order
+CHAIN = [["input", 1.0], *(["const", c] for c in EIGHT[::-1]),
+         *(["mul", 0, k] for k in range(1, 9)), ["add", 9, 10],
+         *(["add", 17 + k, 11 + k] for k in range(6))]
+
+
+def _numpy_sum(values):
+    return np.sum(np.array(values, F32), dtype=F32)
+
+
 TAPES = {  # variant: (tape, entry, its derivative by the sentence)
     "tape-program-order": (FAN, 0, fold(SHARES)),  # by sender: 1, 2, 3, 4
     "tape-right-fold": (FAN, 0, _right_fold(SHARES[::-1])),  # arrival 4, 3, 2, 1
@@ -181,6 +201,15 @@ TAPES = {  # variant: (tape, entry, its derivative by the sentence)
     # d(((a * b) * c) * d)/da = (d * c) * b: in binary64, rounded to f32 once at the end
     "tape-binary64": ([["input", 1.0], ["input", B], ["input", C], ["input", D], ["mul", 0, 1],
                        ["mul", 4, 2], ["mul", 5, 3]], 0, F32((D * C) * B)),
+    "tape-depth-first": (DEEP, 0, fold([1e8, -1e8, 1.0])),
+    "tape-kahn": (FAN, 0, fold(KAHN)),
+    "tape-blocked-past-eight": (CHAIN, 0, _numpy_sum(EIGHT)),  # numpy's own sum of eight
+    # x's one share is 1.0 * -0.0; from 0.0, the sum is +0.0
+    "tape-fold-from-zero": ([["input", 1.0], ["const", -0.0], ["mul", 0, 1]], 0,
+                            F32(F32(0.0) + F32(-0.0))),
+    # entry 2 (x + y) receives 1.0 * -0.0 and passes nothing: x receives no share, +0.0
+    "tape-zero-passes-nothing": ([["input", 2.0], ["input", 5.0], ["add", 0, 1],
+                                  ["const", -0.0], ["mul", 2, 3]], 0, F32(0.0)),
 }
 
 

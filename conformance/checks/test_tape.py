@@ -15,7 +15,12 @@ from gradient_conformance.conformance.findings import Finding, TapeCase
 from gradient_conformance.conformance.outcome import Outcome, compare
 from gradient_conformance.conformance.tallies import BITS, STATUS, TRUTH
 from gradient_conformance.conformance.true_derivative import DIGITS, STEP, C, K, ulp
-from gradient_conformance.generators.tapes import invalid_tapes, order_sensitive_tapes, tapes
+from gradient_conformance.generators.tapes import (
+    invalid_tapes,
+    order_sensitive_tapes,
+    tape_cases,
+    tapes,
+)
 from gradient_conformance.reference import exact
 from gradient_conformance.reference.realvalued import Real
 from gradient_conformance.reference.tape import backprop_bits, check, forward, load_tape_case
@@ -116,3 +121,30 @@ def test_tape_case_file(impl, tally, path):
             Outcome("ok", derivatives=case["derivatives"]))
     tape_verdict(tally, case["tape"], want, impl.run_backprop(case["tape"]),
                  f"tape case file {path.name}")
+
+
+ENUMERATED = {case.name: case for case in tape_cases()}
+
+
+@pytest.mark.parametrize("name", sorted(ENUMERATED))
+def test_tape_at_every_class_and_fan_in(impl, tally, name):
+    """An enumerated tape (generators/tapes.py, "Tapes by construction"), every derivative
+    bit for bit: add and mul at every class of their operands and of the derivative they
+    receive, and one entry receiving 1 to 9 shares through structures that the orders a
+    walk could take tell apart. A divergence is reported on the tape of the first row that
+    differs, run again (else of every row that does; else the whole tape)."""
+    case = ENUMERATED[name]
+    tally.case({"tape"})
+    want = Outcome("ok", derivatives=backprop_bits(case.tape))
+    got = impl.run_backprop(case.tape)
+    difference = compare(want, got)
+    if difference is not None and difference.differing and got.status == "ok":
+        rows = case.rows_of(index for _, index in difference.differing)
+        for kept in ([rows[:1]] if len(case.rows) > 1 else []) + \
+                ([rows] if 1 < len(rows) < len(case.rows) else []):
+            narrowed = case.narrowed(kept)
+            small = Outcome("ok", derivatives=backprop_bits(narrowed.tape))
+            again = impl.run_backprop(narrowed.tape)
+            if compare(small, again) is not None:
+                tape_verdict(tally, narrowed.tape, small, again, narrowed.description)
+    tape_verdict(tally, case.tape, want, got, case.description)

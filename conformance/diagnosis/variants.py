@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import re
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -39,6 +40,7 @@ from gradient_conformance.reference.interp import (
 )
 from gradient_conformance.reference.ops import OPS, REDUCE_OPS, elementwise, feature
 from gradient_conformance.reference.semantics import SPEC, Semantics, tape_left_fold
+from gradient_conformance.reference.tape import LEAVES as TAPE_LEAVES
 
 
 @dataclass(frozen=True)
@@ -158,22 +160,30 @@ def _pairwise(e, shares, senders):
     return shares[0]
 
 
-def _blocked_fold(e, shares, senders):
-    """Under 8 shares a left fold; from 8 on, numpy's pairwise_sum over nodes: 8 running
-    sums, ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7)), then the rest one by one."""
+def _blocked(add: Callable, shares: list):
+    """Under 8 shares a left fold; from 8 on, numpy's pairwise_sum: 8 running sums,
+    ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7)), then the rest one by one. `add`
+    sums two shares (nodes of a program, or a tape's values)."""
     n = len(shares)
     if n < 8:
-        return gradient.left_fold(e, shares)
+        total = shares[0]
+        for share in shares[1:]:
+            total = add(total, share)
+        return total
     r = list(shares[:8])
     i = 8
     while i < n - n % 8:
-        r = [e("add", r[j], shares[i + j]) for j in range(8)]
+        r = [add(r[j], shares[i + j]) for j in range(8)]
         i += 8
-    total = e("add", e("add", e("add", r[0], r[1]), e("add", r[2], r[3])),
-              e("add", e("add", r[4], r[5]), e("add", r[6], r[7])))
+    total = add(add(add(r[0], r[1]), add(r[2], r[3])), add(add(r[4], r[5]), add(r[6], r[7])))
     for share in shares[i:]:
-        total = e("add", total, share)
+        total = add(total, share)
     return total
+
+
+def _blocked_fold(e, shares, senders):
+    """_blocked over a program's share nodes."""
+    return _blocked(lambda a, b: e("add", a, b), shares)
 
 
 def _post_order(operands_of) -> Callable:
@@ -1080,6 +1090,47 @@ def _tape_right_fold(domain, shares, senders):
     return total
 
 
+def _tape_depth_first(entries: list) -> list[int]:
+    """micrograd's order: the reverse of a depth-first post-order from the last entry,
+    operand i visited before j (iterative: a tape may be long)."""
+    finished: list[int] = []
+    seen: set[int] = set()
+    stack: list[tuple[int, bool]] = [(len(entries) - 1, False)]
+    while stack:
+        k, done = stack.pop()
+        if done:
+            finished.append(k)
+            continue
+        if k in seen:
+            continue
+        seen.add(k)
+        stack.append((k, True))
+        if entries[k][0] not in TAPE_LEAVES:
+            stack.extend((o, False) for o in (entries[k][2], entries[k][1]))  # i on top
+    return finished[::-1]
+
+
+def _tape_kahn(entries: list) -> list[int]:
+    """Kahn's order: from the last entry, a queue; an entry joins it once every entry that
+    uses it (of those the last depends on) has been processed, operand i counted first."""
+    reached = set(_tape_depth_first(entries))
+    users = [0] * len(entries)
+    for k in reached:
+        if entries[k][0] not in TAPE_LEAVES:
+            users[entries[k][1]] += 1
+            users[entries[k][2]] += 1
+    order, queue = [], deque([len(entries) - 1])
+    while queue:
+        k = queue.popleft()
+        order.append(k)
+        if entries[k][0] not in TAPE_LEAVES:
+            for o in (entries[k][1], entries[k][2]):
+                users[o] -= 1
+                if users[o] == 0:
+                    queue.append(o)
+    return order
+
+
 class Binary64(ExactF32):
     """A tape computed in binary64 throughout, each derivative rounded to f32 at the end."""
 
@@ -1104,6 +1155,25 @@ TAPES = [
     Variant("tape-binary64", "computes the tape's values and derivatives in binary64, "
             "rounding each derivative to f32 at the end", "Tapes",
             _set(tape_domain=Binary64()), tape=True),
+    Variant("tape-depth-first", "processes the entries in the reverse of a depth-first "
+            "post-order from the last (micrograd's order), operand i first, not from the last "
+            "entry to the first", "Tapes", _set(tape_order=_tape_depth_first), tape=True),
+    Variant("tape-kahn", "processes the entries in Kahn's order, a queue from the last entry "
+            "that an entry joins once all its users are processed, not from the last entry to "
+            "the first", "Tapes", _set(tape_order=_tape_kahn), tape=True),
+    Variant("tape-blocked-past-eight", "sums an entry's shares left to right when fewer than "
+            "8, else in 8 running sums combined pairwise, as numpy sums 8 or more values",
+            "Tapes", _set(tape_fold=lambda domain, shares, senders: _blocked(domain.add,
+                                                                            shares)),
+            tape=True),
+    Variant("tape-fold-from-zero", "starts each sum of an entry's shares from 0.0 (a "
+            "derivative of -0.0 is then +0.0)", "Tapes",
+            _set(tape_fold=lambda domain, shares, senders: tape_left_fold(
+                domain, [domain.literal(exact.POS_ZERO), *shares], [])), tape=True),
+    Variant("tape-zero-passes-nothing", "passes nothing on from an entry whose derivative is "
+            "+0.0 or -0.0", "Tapes",
+            _set(tape_passes_on=lambda domain, g: domain.to_bits(g) & 0x7FFFFFFF != 0),
+            tape=True),
 ]
 
 
