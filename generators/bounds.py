@@ -59,7 +59,7 @@ def one_of(name: str, value, choices: tuple[str, ...]) -> str:
 
 def shapes_of(name: str, value) -> tuple[tuple[int, ...], ...]:
     """Base shapes: a non-empty collection of shapes, each a tuple of at most MAX_RANK dims of
-    at least 1, of at most MAX_ELEMENTS elements."""
+    at least 0 (a 0-length dim makes an empty value), of at most MAX_ELEMENTS elements."""
     if isinstance(value, str) or not isinstance(value, Iterable):
         raise InvalidArgument(f"{name}={value!r} must be a collection of shapes (tuples)")
     found = tuple(value)
@@ -67,9 +67,9 @@ def shapes_of(name: str, value) -> tuple[tuple[int, ...], ...]:
         raise InvalidArgument(f"{name} is empty: a program needs a shape to draw")
     for shape in found:
         if not isinstance(shape, tuple) or len(shape) > MAX_RANK or not all(
-                isinstance(d, int) and not isinstance(d, bool) and d >= 1 for d in shape):
+                isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
             raise InvalidArgument(f"{name} holds {shape!r}: a shape is a tuple of at most "
-                                  f"{MAX_RANK} dims, each a whole number of at least 1")
+                                  f"{MAX_RANK} dims, each a whole number of at least 0")
         size = math.prod(shape)
         if size > MAX_ELEMENTS:
             raise InvalidArgument(f"{name} holds {shape!r}, of {size} elements: more than "

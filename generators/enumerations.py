@@ -41,6 +41,7 @@ from gradient_conformance.reference.rules import RULES
 # classes is a tie.
 VALUE_CLASSES = tuple(conditions.VALUE_CLASSES.values())
 G_CLASSES = tuple(conditions.G_CLASSES.values())
+I32_CLASSES = conditions.I32_CLASSES
 
 
 
@@ -575,11 +576,6 @@ def enumerated_cases() -> list[Enumerated]:
 
 # --- past f32: every op's value at every class of each dtype it takes ----------------------
 
-# The classes of i32 value the ops treat apart (SPEC.md, "Operations"): zero, one and minus
-# one, two and its negative, the shift counts' edges (31, 32, 33, -32), a power of two, and
-# the ends of the range, each written as the literal that is one. Bool's are its two values.
-I32_CLASSES = ("0", "1", "-1", "2", "-2", "31", "32", "33", "-32", "1073741824", "2147483647",
-               "-2147483648")
 CLASSES = {"i32": I32_CLASSES, "bool": _TRUTHS, "f32": VALUE_CLASSES}
 
 

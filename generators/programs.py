@@ -25,7 +25,7 @@ from gradient_conformance.generators.steps import (
     _higher_order,
     _restated_gradient,
 )
-from gradient_conformance.generators.writer import SHAPES, SWARM, Writer
+from gradient_conformance.generators.writer import EMPTY_ONE_IN, SHAPES, SWARM, Writer
 from gradient_conformance.reference.ops import (
     DTYPES,
     TRANSCENDENTAL,
@@ -59,12 +59,24 @@ def _step(draw, step_set: str, base, forced: bool) -> bool:
     return True
 
 
+def _base(w: Writer, shapes) -> tuple[int, ...]:
+    """The program's base shape: an empty one (a 0-length dim) in one program of
+    EMPTY_ONE_IN when `shapes` holds both kinds, else one of the others; shrinks towards the
+    first shape that is not empty."""
+    empty = [s for s in shapes if 0 in s]
+    full = [s for s in shapes if 0 not in s]
+    if empty and full:
+        return w.choose(empty) if w.fairly(range(EMPTY_ONE_IN)) == EMPTY_ONE_IN - 1 else \
+            w.choose(full)
+    return w.choose(shapes)
+
+
 def _write(draw, *, steps, min_steps, max_steps, exclude, min_gradients, store_values,
            reached_only: bool = False, inputs: int = 0, shapes=SHAPES,
            dtypes=("f32", "i32", "bool")) -> Writer:
     assert "f32" in dtypes, "every program computes in f32"
     w = Writer(draw, exclude=frozenset(exclude))
-    base = w.choose(shapes)
+    base = _base(w, shapes)
     w.base = base
     w.swarm = frozenset(feature for feature in SWARM if w.flip())
     # Differentiable programs compute in f32; bools are their conditions.

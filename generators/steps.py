@@ -248,7 +248,7 @@ def _load_element(w: Writer, base) -> None:
     dtype = w.dtype("f32", "i32")
     if dtype is None:
         return
-    shape = base or (1,)
+    shape = base if base and 0 not in base else (1,)  # an element of an empty value: none
     if (dtype, shape) not in w.inputs:
         w.input(dtype, shape)
     index = w.integer(0, int(np.prod(shape)) - 1)

@@ -7,6 +7,7 @@ it is. Every strategy shrinks towards short tapes of small values, operands towa
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -277,9 +278,12 @@ def tape_rule_cases() -> list[EnumeratedTape]:
                 cases.append(EnumeratedTape(
                     f"tape.{op}/{place}/g={g}",
                     f"{op} of {operands} at every value class, the {op} receiving g = "
-                    f"{G_CLASSES[g]}", rows,
-                    lambda kept, block=block: _side_by_side([block(r) for r in kept])))
+                    f"{G_CLASSES[g]}", rows, functools.partial(_blocks_of, block)))
     return cases
+
+
+def _blocks_of(block: Callable[[tuple[str, ...]], list], kept) -> tuple[list, list]:
+    return _side_by_side([block(row) for row in kept])
 
 
 # Shares whose left fold depends on the order: a big B and -B among small s's (2^25 absorbs

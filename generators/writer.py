@@ -16,14 +16,22 @@ from dataclasses import dataclass, field
 
 from gradient_conformance.generators import choices
 from gradient_conformance.reference import exact
+from gradient_conformance.reference.conditions import I32_CLASSES
 from gradient_conformance.reference.syntax import Statement, parse
 
 # Literals, simplest first: shrinking walks towards the front.
 F32_LITERALS = ("2.0", "0.5", "-1.0", "1.0", "3.0", "0.0", "-0.0", "1e-3", "-2.5")
-I32_LITERALS = ("1", "2", "0", "-1", "7", "31")
-# Base shapes, simplest first; the last two have a middle axis of size 1 and, at rank 4, one of
-# size > 1 between others, so that reduces and expands meet every kind of axis.
-SHAPES = ((), (3,), (2, 3), (2, 1, 2), (2, 3, 1, 2))
+# The generators' own first (what a shrink goes towards), then every i32 class the
+# enumerations take (INT_MIN, INT_MAX, the shift counts' edges), each as likely as the others.
+I32_LITERALS = tuple(dict.fromkeys(("1", "2", "0", "-1", "7", "31", *I32_CLASSES)))
+# Base shapes, simplest first; the next two have a middle axis of size 1 and, at rank 4, one of
+# size > 1 between others, so that reduces and expands meet every kind of axis; the last two
+# are empty, at rank 1 and with a 0-length middle axis.
+SHAPES = ((), (3,), (2, 3), (2, 1, 2), (2, 3, 1, 2), (0,), (2, 0, 3))
+# One program in EMPTY_ONE_IN, at least, has an empty base shape (a 0-length dim) when the
+# shapes it may take hold one: a floor, so that every value of such a program may be empty,
+# without their taking a share of the draws as large as the other shapes'.
+EMPTY_ONE_IN = 8
 # Swarm testing (docs/generators.md, "Generators"): each program turns some of these on, so that a
 # condition none of the others crowds out comes up in whole programs of it. Off is what each
 # shrinks towards.
@@ -192,7 +200,7 @@ class Writer:
 
     def literal(self, dtype: str) -> Val:
         menu = {"f32": F32_LITERALS, "i32": I32_LITERALS, "bool": ("true", "false")}[dtype]
-        return Val(self.choose(menu), dtype, (), literal=True)
+        return Val(self.fairly(menu), dtype, (), literal=True)
 
     def input(self, dtype: str, shape: tuple[int, ...]) -> Val:
         """The load of a new input buffer of this dtype and shape (a buffer of its own, so the

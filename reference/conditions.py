@@ -249,6 +249,11 @@ VALUE_CLASSES: dict[str, str] = {
     "tiny": "1.1754944e-38", "-tiny": "-1.1754944e-38", "one": "1.0", "-one": "-1.0",
     "normal": "1.2345678", "-normal": "-2.7182817", "huge": "3e19", "-huge": "-3e19",
     "inf": "inf", "-inf": "-inf", "nan": "nan"}
+# The classes of i32 value the ops treat apart (SPEC.md, "Operations"): zero, one and minus
+# one, two and its negative, the shift counts' edges (31, 32, 33, -32), a power of two, and
+# the ends of the range, each written as the literal that is one. Bool's are its two values.
+I32_CLASSES = ("0", "1", "-1", "2", "-2", "31", "32", "33", "-32", "1073741824", "2147483647",
+               "-2147483648")
 # The classes of the gradient g reaching a rule that the products follow, each with the
 # literal that is one: 1.0 (what a loss sends), negative, both zeros, NaN, subnormal, huge.
 G_CLASSES: dict[str, str] = {

@@ -140,6 +140,21 @@ def test_the_checks_command_lists_every_check_with_what_it_checks():
     assert probe.stdout.strip() == "[]", probe.stdout + probe.stderr
 
 
+def test_a_reader_that_goes_away_ends_the_command_quietly():
+    """`gradient-conformance --help | head -1`: before, a BrokenPipeError's traceback. The
+    pipe's reading end is closed before the command starts, so that its first write fails
+    whatever the machine's speed."""
+    import os
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        command = subprocess.run([sys.executable, "-m", "gradient_conformance", "--help"],
+                                 stdout=write, stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(write)
+    assert command.returncode == 141 and command.stderr == "", command.stderr
+
+
 def test_workers_are_chosen_for_the_machine_or_the_count_is_questioned():
     """docs/suite.md, "The conformance suite": `-n auto` becomes a count that fits the
     cores (two busy processes per worker, one with --in-process), or no workers; a count

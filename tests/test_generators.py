@@ -593,3 +593,27 @@ def test_no_op_rule_or_kind_of_condition_falls_below_its_floor():
     assert not _below(found, drawn, rows, RULE_FLOOR)
     kinds = {c.kind for c in MEASURED.values()} - {"rejection"}  # valid programs, by design
     assert not _below(found, drawn, sorted(kinds), KIND_FLOOR)
+
+
+def test_generated_programs_draw_empty_values_and_every_i32_class_with_a_floor():
+    """Issue 55: programs draw an empty base shape (a 0-length dim) in about one program in
+    EMPTY_ONE_IN, and i32 literals from every class the enumerations take (INT_MIN and
+    INT_MAX, the shift counts' edges), so that fuzzing explores around what the enumerations
+    pin down; the reference runs every one of them."""
+    from gradient_conformance.reference.conditions import I32_CLASSES
+    drawn = _draw(programs(), 400)
+    empty = [c for c in drawn if any(0 in shape for shape in _shapes_of(c.source))]
+    assert len(empty) >= 400 // (2 * writer_module.EMPTY_ONE_IN), len(empty)
+    literals = Counter(word for c in drawn for word in c.source.split()
+                       if word.lstrip("-").isdigit())
+    # Every class is on the menu, each as likely as the others (Writer.fairly); a program
+    # takes few i32 literals, so 400 show most classes, not necessarily all.
+    assert set(I32_CLASSES) <= set(writer_module.I32_LITERALS)
+    assert len(set(I32_CLASSES) & set(literals)) >= len(I32_CLASSES) // 2, literals
+    for case in empty[:20]:
+        _runs_cleanly(case)
+
+
+def _shapes_of(source: str) -> list[tuple[int, ...]]:
+    return [tuple(int(d) for d in part.split("]")[0].split(",") if d.strip())
+            for part in source.split("shape=[")[1:]]

@@ -59,6 +59,12 @@ def main(argv: list[str] | None = None) -> int:
         # command: a line, not a traceback, and pytest's own status for an interrupted run.
         print("gradient-conformance: interrupted", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # The reader went away (`gradient-conformance checks | head`): as a Unix tool does,
+        # stop quietly, with the status a pipe's writer gets. stdout is pointed at /dev/null
+        # so that Python's flush at exit does not raise again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except Exception as problem:
         # pytest's own report of a Ctrl-C can fail (a frame without a line number, where the
         # signal landed, breaks its traceback's repr): the run was interrupted all the same.
