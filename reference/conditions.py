@@ -131,6 +131,10 @@ SPECIFIC = [
     _c("shape.rank-3", "a value of rank 3", "shape"),
     _c("shape.rank-4", "a value of rank 4", "shape"),
     _c("shape.size-one-middle", "a value with a size-1 axis between larger ones", "shape"),
+    _c("shape.empty", "a value with a 0-length axis (no element)", "shape"),
+    _c("reduce.of-empty", "a reduce of a value with no element", "shape"),
+    _c("i32.extreme-literal", "an i32 literal at an end of the range (-2^31 or 2^31-1)",
+       "operand"),
 ]
 
 REDUCE = [c for op in REDUCE_OPS for c in (
@@ -585,6 +589,12 @@ class Reached:
             self.add(f"shape.rank-{len(node.shape)}")
         if any(d == 1 for d in node.shape[1:-1]) and max(node.shape, default=0) > 1:
             self.add("shape.size-one-middle")
+        if 0 in node.shape:
+            self.add("shape.empty")
+        if op == "reduce" and 0 in operands[0].shape:
+            self.add("reduce.of-empty")
+        if node.is_literal and node.dtype == "i32" and node.attr("value") in (-2**31, 2**31 - 1):
+            self.add("i32.extreme-literal")
         if op in F32_OPS and operands and operands[0].dtype == "f32":
             if any(o.is_literal for o in operands):
                 self.add(f"{op}.literal")

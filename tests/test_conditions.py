@@ -87,6 +87,16 @@ PAIRS = [
      "%y = mul %s %d", "%y = mul %s %e"),
     ("depends.bitcast-round-trip", (CASES / "near_miss" / "bitcast_round_trip.ir").read_text(),
      "%b = bitcast %k dtype=f32", "%b = cast %k dtype=f32"),
+    ("shape.empty", "%in = buffer slot=0 dtype=f32 shape=[0]\n"
+     "%out = buffer slot=1 dtype=f32 shape=[0]\n%x = load %in\n%y = sin %x\n"
+     "store %out %y\n", "shape=[0]\n%out = buffer slot=1 dtype=f32 shape=[0]",
+     "shape=[1]\n%out = buffer slot=1 dtype=f32 shape=[1]"),
+    ("reduce.of-empty", "%in = buffer slot=0 dtype=f32 shape=[2,0]\n"
+     "%out = buffer slot=1 dtype=f32 shape=[2,1]\n%x = load %in\n"
+     "%r = reduce %x op=add axis=[1]\nstore %out %r\n", "shape=[2,0]", "shape=[2,1]"),
+    ("i32.extreme-literal", "%in = buffer slot=0 dtype=i32 shape=[]\n"
+     "%out = buffer slot=1 dtype=i32 shape=[]\n%x = load %in\n%y = add %x -2147483648\n"
+     "store %out %y\n", "-2147483648", "-2147483647"),
     ("text.attributes-reordered", SCALAR + "%x = load %in\n%r = reduce %x op=add\n"
      "%c = cast %r dtype=i32\n%d = cast %c dtype=f32\nstore %out %d\n",
      "%in = buffer slot=0 dtype=f32 shape=[]", "%in = buffer dtype=f32 slot=0 shape=[]"),

@@ -11,7 +11,7 @@ from gradient_conformance import reference
 
 NAME = "reduce-expand-as-mul"
 _SHAPED = re.compile(r"^(\s*)(%\S+)\s*=\s*(buffer|reshape|expand)\b.*shape=\[([\d,\s]*)\]")
-_FROM = re.compile(r"^\s*%\S+\s*=\s*(?:reshape|expand)\s+(%\S+)")
+_FROM = re.compile(r"^\s*%\S+\s*=\s*(?:reshape|expand)\s+(\S+)")
 _LOAD = re.compile(r"^\s*(%\S+)\s*=\s*load\s+(%\S+)\s*$")
 _REDUCE = re.compile(r"^(\s*)(%\S+)\s*=\s*reduce\s+(%\S+)\s+op=add\s+axis=\[([\d,\s]*)\]\s*$")
 
