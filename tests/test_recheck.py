@@ -11,6 +11,7 @@ import json
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from tests.conftest import ROOT, suite
@@ -128,3 +129,62 @@ def test_a_crash_s_location_is_probed_again(tmp_path):
     path.write_text(json.dumps(report))
     status, out = recheck(path, impl)
     assert status == 1 and "located: 1 claims re-checked, 1 false" in out, out
+
+
+STALE = '''"""The reference, but the first element of slot 1 is what the program run before it left
+there: the length of its text (0.0 first thing in a process), as a system that reads memory
+it did not write gives (tinygrad's shift by 33, issue 53's matrix)."""
+import numpy as np
+
+from gradient_conformance import reference
+
+_seen = {"current": None, "before": None}
+
+
+def build(source):
+    run = reference.build(source)
+    if source != _seen["current"]:
+        _seen["before"], _seen["current"] = _seen["current"], source
+
+    def stale(buffers):
+        out = run(buffers)
+        out[1].ravel()[0] = np.float32(len(_seen["before"] or ""))
+        return out
+    return stale
+'''
+PROGRAM = ("%a = buffer slot=0 dtype=f32 shape=[]\n%o = buffer slot=1 dtype=f32 shape=[]\n"
+           "%x = load %a\n%y = mul %x 3.0\nstore %o %y\n")
+
+
+def test_an_answer_that_depends_on_what_ran_before_is_asked_first_thing_in_a_new_process(
+        tmp_path):
+    """A divergence whose value the implementation gives first thing in a process, and
+    otherwise after another program: the re-check, after that other program, asks a new
+    process, which gives the report's bits, so the claim holds and says how; bits that
+    neither process gives, where the two differ, are left out as depending on history,
+    neither held nor found false."""
+    from gradient_conformance.conformance.commands.recheck import recheck as recheck_report
+    from gradient_conformance.conformance.transports.loading import load
+    module = tmp_path / "stale.py"
+    module.write_text(STALE)
+    divergence = {
+        "source": PROGRAM, "expected_status": "ok", "actual_status": "ok",
+        "inputs": [{"slot": 0, "dtype": "f32", "shape": [], "bits": ["0x3f800000"]},
+                   {"slot": 1, "dtype": "f32", "shape": [], "bits": ["0x00000000"]}],
+        "elements": [{"slot": 1, "index": 0, "expected_bits": "0x40400000",
+                      "actual_bits": "0x00000000"}], "diagnosis": {}, "location": {}}
+    impl = load(str(module))
+    try:
+        impl.run_case("%a = buffer slot=0 dtype=f32 shape=[]\n", {0: np.zeros((), "f4")},
+                      {0: ("f32", ())})  # another program first: 40 characters of text
+        found = recheck_report(impl, {"divergences": [divergence]},
+                               fresh=lambda: load(str(module)))
+        assert found.held["reproduced"] == 1 and found.first_thing == 1, found.lines()
+        assert "only first thing in a new process" in "\n".join(found.lines())
+        divergence["elements"][0]["actual_bits"] = "0x40a00000"  # 5.0: no process gives it
+        found = recheck_report(impl, {"divergences": [divergence]},
+                               fresh=lambda: load(str(module)))
+        assert not found.false and found.checked == 0, found.lines()
+        assert any("depends on what it ran before" in why for why in found.left_out)
+    finally:
+        impl.close()

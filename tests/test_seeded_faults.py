@@ -84,8 +84,12 @@ LOCATED_AT = {
 }
 ALSO_AT = {
     "flush_to_zero": {("share", None), ("fold", None), ("literal", None)},
-    # Let through a detach, a gradient reaches a reduce op=mul, which it then refuses.
-    "detach_passes": {("blocked", "cast"), ("rejected", None)},
+    # Let through a detach, a gradient reaches a reduce op=mul, which it then refuses. And
+    # the gradient of an x reached only through a detach, the zeros of its shape, is one node
+    # with an `expand 0.0` written beside it (the enumerated `identity/zeros`): let through,
+    # it is a node of its own, located at the gradient whose rule forms decide which nodes it
+    # builds (detach's reproducing every output).
+    "detach_passes": {("blocked", "cast"), ("rejected", None), ("rule-form", "gradient")},
     "scopes_kept_apart": {("value", None)}, "literal_x": {("rejection", "gradient")},
     # expand's share is a reduce op=add: its sum rounds as the fault sums.
     "pairwise_reduce": {("share", "reduce"), ("share", "expand")},

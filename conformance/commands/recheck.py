@@ -76,6 +76,8 @@ class Rechecked:
     # Of the names that held, re-run with every gradient stored: whether they gave every
     # value the implementation gave (True), or differed only where they keep the spec's.
     stored: Counter = field(default_factory=Counter)
+    # Divergences that reproduced only first thing in a new process of the implementation.
+    first_thing: int = 0
 
     def claim(self, kind: str, holds: bool, said: str) -> None:
         if holds:
@@ -94,6 +96,10 @@ class Rechecked:
             said.append(f"{kind}: {self.held[kind] + len(wrong)} claims re-checked, "
                         f"{len(wrong)} false")
             said += [f"  false: {line}" for line in wrong]
+            if kind == "reproduced" and self.first_thing:
+                said.append(f"  of those that hold, {self.first_thing} only first thing in a "
+                            "new process: after the programs before it, the implementation "
+                            "answered otherwise (its answer depends on what it ran before)")
             if kind == "named" and self.stored:
                 said.append(f"  of those that hold, re-run with every gradient stored: "
                             f"{self.stored[True]} give every value the implementation gives, "
@@ -103,9 +109,11 @@ class Rechecked:
         return said
 
 
-def recheck(impl, report: dict) -> Rechecked:
+def recheck(impl, report: dict, fresh=None) -> Rechecked:
     """Re-check every divergence of `report` (a run's JSON report, read back: data to
-    validate) against `impl`, the implementation the run was of."""
+    validate) against `impl`, the implementation the run was of; `fresh()`, when given,
+    starts another process of it, which a claim that does not reproduce is asked again in:
+    an answer that depends on what the process ran before is no evidence against it."""
     found = Rechecked()
     divergences = report.get("divergences")
     if not isinstance(divergences, list):
@@ -113,11 +121,11 @@ def recheck(impl, report: dict) -> Rechecked:
     for k, d in enumerate(divergences):
         if not isinstance(d, dict):
             raise ValueError(f"divergence {k} of the report is no object")
-        _recheck_one(impl, d, found, f"divergence {k + 1} ({d.get('test_id', '?')})")
+        _recheck_one(impl, d, found, f"divergence {k + 1} ({d.get('test_id', '?')})", fresh)
     return found
 
 
-def _recheck_one(impl, d: dict, found: Rechecked, name: str) -> None:
+def _recheck_one(impl, d: dict, found: Rechecked, name: str, fresh=None) -> None:
     if str(d.get("case_name", "")).endswith(".json"):
         found.left_out["a tape's divergence (the recheck re-runs programs)"] += 1
         return
@@ -137,13 +145,11 @@ def _recheck_one(impl, d: dict, found: Rechecked, name: str) -> None:
     want = reading.outcome(buffers, build_only=build_only)
     got = _asked(impl, reading, buffers, build_only)
     wrong = _reproduced(d, want, got)
-    if wrong:  # asked again: an implementation that answers otherwise each time is unstable
-        again = _asked(impl, reading, buffers, build_only)
-        if again.status != got.status or compare(got, again) is not None:
-            found.left_out["a divergence whose program the implementation answers otherwise "
-                           "each time it is asked (not deterministic, or a timeout): its "
-                           "claims cannot be re-checked"] += 1
+    if wrong:
+        settled = _asked_again(impl, fresh, d, reading, buffers, build_only, want, got, found)
+        if settled is None:
             return
+        wrong, got = settled
     found.claim("reproduced", not wrong, f"{name}: {wrong}")
     diagnosis = _mapping(d.get("diagnosis"))
     named = [[str(v.get("name"))] for v in diagnosis.get("variants", []) if isinstance(v, dict)]
@@ -183,6 +189,36 @@ def _recheck_one(impl, d: dict, found: Rechecked, name: str) -> None:
 def _mapping(value) -> dict:
     """A record's object, or an empty one where it holds anything else (data to validate)."""
     return value if isinstance(value, dict) else {}
+
+
+def _asked_again(impl, fresh, d: dict, reading: Reading, buffers, build_only: bool,
+                 want: Outcome, got: Outcome, found: Rechecked) -> tuple[str, Outcome] | None:
+    """A claim that did not reproduce, asked again: None (left out) when the implementation
+    answers otherwise each time, or otherwise first thing in a new process (`fresh`) without
+    reproducing the report there either; else (what still differs, the answer kept)."""
+    again = _asked(impl, reading, buffers, build_only)
+    if again.status != got.status or compare(got, again) is not None:
+        found.left_out["a divergence whose program the implementation answers otherwise "
+                       "each time it is asked (not deterministic, or a timeout): its "
+                       "claims cannot be re-checked"] += 1
+        return None
+    if fresh is None:
+        return _reproduced(d, want, got), got
+    other = fresh()  # the same answer twice here: and first thing in a new process?
+    try:
+        first = _asked(other, reading, buffers, build_only)
+    finally:
+        other.close()
+    if first.status == got.status and compare(got, first) is None:
+        return _reproduced(d, want, got), got
+    if _reproduced(d, want, first):
+        found.left_out["a divergence whose program the implementation answers otherwise in a "
+                       "new process than after the programs before it (its answer depends on "
+                       "what it ran before: memory it did not write, a cache): its claims "
+                       "cannot be re-checked"] += 1
+        return None
+    found.first_thing += 1
+    return "", first  # first thing in a new process, as the report says
 
 
 def _buffers(inputs) -> dict[int, np.ndarray]:
@@ -392,7 +428,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     impl = load_implementation(args.impl, args.case_timeout, confinement_of(args))
     try:
-        found = recheck(impl, report)
+        found = recheck(impl, report, fresh=lambda: load_implementation(
+            args.impl, args.case_timeout, confinement_of(args)))
     except ValueError as problem:
         print(f"error: {args.report}: {problem}", file=sys.stderr)
         return 2
