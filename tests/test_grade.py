@@ -234,3 +234,21 @@ def test_a_submission_folder_it_cannot_read_is_a_clear_error(tmp_path):
     assert run.returncode == 2 and "Traceback" not in run.stderr
     assert "2 .py files at its top level (a.py, b.py): name the implementation's module " \
         "with --module" in run.stderr
+
+
+@pytest.mark.slow
+def test_a_class_graded_on_a_dask_cluster_scores_as_on_this_machine(tmp_path):
+    """Issue 56: the submissions as tasks on a local Dask cluster of two workers (a real
+    scheduler and workers, as Dask documents them) give the scores --jobs gives."""
+    pytest.importorskip("distributed", reason="the [cluster] extra (make test installs it)")
+    from benchmarks.cluster_rate import local_cluster
+    submissions = _class(tmp_path / "class")
+    here = _grade(submissions, tmp_path / "here", "--jobs", "2")
+    assert here.returncode == 0, here.stderr[-3000:]
+    (tmp_path / "logs").mkdir()
+    with local_cluster(tmp_path / "logs", 2) as (address, _):
+        there = _grade(submissions, tmp_path / "there", "--scheduler", address)
+    assert there.returncode == 0, there.stderr[-3000:]
+    assert (tmp_path / "there" / "scores.csv").read_text() == \
+        (tmp_path / "here" / "scores.csv").read_text()
+    assert json.loads((tmp_path / "there" / "grade.json").read_text())["scheduler"] == address
