@@ -269,3 +269,20 @@ def test_a_tape_divergence_is_told_in_the_tape_s_words(tmp_path):
     assert "<h4>Tape (9 entries)</h4>" in html and "<td>entry 0</td>" in html
     assert "The reference&#39;s backprop, from the last entry" in html or \
         "The reference's backprop, from the last entry" in html
+
+
+def test_a_programming_error_from_backprop_is_a_crash_not_a_rejection(tmp_path):
+    """As from build (SPEC.md, "Tapes"): a backprop that raises KeyError for every tape
+    passed the six rejection case files before (issue 56's class, graded)."""
+    module = tmp_path / "todo.py"
+    module.write_text("def backprop(tape):\n    raise KeyError('todo')\n")
+    declared = tmp_path / "declared.py"
+    declared.write_text("CAPABILITIES = {'rejection': ['KeyError']}\n"
+                        "def backprop(tape):\n    raise KeyError('todo')\n")
+    for spec, status in ((module, "failure"), (declared, "rejected")):
+        impl = load(str(spec), in_process=True)
+        try:
+            got = impl.run_backprop([])
+        finally:
+            impl.close()
+        assert got.status == status, (spec.name, got)

@@ -35,7 +35,8 @@ RANK = 6  # where the suite runs these checks (plugin.rank): cheaper, more telli
 
 @given(data=st.data())
 def test_gradients_are_near_the_true_derivative(impl, tally, data):
-    """Generated smooth programs: every f32 output within the bound of the true derivative."""
+    """Generated smooth programs: every f32 output within the bound of the true derivative
+    (SPEC.md, "The rules")."""
     case = data.draw(differentiable_programs(exclude=running.exclusions(impl)))
     running.supported(impl, case, tally)
     reading, want, got = running.run_both(impl, case.source, case.buffers, case.parsed,

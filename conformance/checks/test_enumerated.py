@@ -73,11 +73,11 @@ def test_structure_at_every_shape(impl, tally, name):
 
 @pytest.mark.parametrize("group", list(IDENTITY))
 def test_identity_in_every_spelling(impl, tally, group):
-    """Pairs of statements that are one node or two, each with the gradient against both
-    (which tells them apart: the loss weighs them 0.7 and -1.3), compared as the gradient
-    check compares: bit for bit, or against the true derivative for an implementation that
-    does not claim bit-exact gradients (the weights' sum then differs from either weight by
-    far more than any bound)."""
+    """Pairs of statements that are one node or two (SPEC.md, "Hash consing"), each with the
+    gradient against both (which tells them apart: the loss weighs them 0.7 and -1.3),
+    compared as the gradient check compares: bit for bit, or against the true derivative for
+    an implementation that does not claim bit-exact gradients (the weights' sum then differs
+    from either weight by far more than any bound)."""
     case = IDENTITY[group]
     tally.case(features_of(case.source))
     running.check_enumerated(impl, tally, case)
@@ -87,7 +87,8 @@ def test_identity_in_every_spelling(impl, tally, group):
 def test_every_rejection_in_every_disguise(impl, tally, name):
     """Each rejection rule in each way the generators disguise it, and each near miss, as
     its simplest program over a scalar and over a vector: rejected for that rule, or
-    accepted and run, compared as the rejection check compares."""
+    accepted and run, compared as the rejection check compares (SPEC.md, "When gradient is
+    rejected")."""
     case = REJECTIONS[name]
     tally.case(features_of(case.source))
     running.check_enumerated(impl, tally, case)

@@ -1,5 +1,6 @@
 """The semantics a gradient depends on, topic by topic: each test runs case files that fail
-without it. (They also run among all case files in test_cases.py; here they carry names.)"""
+without it. (They also run among all case files in test_cases.py; here they carry names.)
+docs/suite.md, "Case files"."""
 
 from __future__ import annotations
 

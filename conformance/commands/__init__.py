@@ -7,6 +7,7 @@ docs/commands.md, "The command line".
     gradient-conformance vectors --out DIR [--count N] [--profile P] [--seed S]
     gradient-conformance fuzz --impl=X --minutes N [--jobs K] [--report R.html] ...
     gradient-conformance matrix --impl A --impl B ... --report R.html
+    gradient-conformance grade SUBMISSIONS --out DIR [--rubric R.toml] [--jobs K]
     gradient-conformance report FUZZ-OUT ... --out R.html
     gradient-conformance serve MODULE_OR_FILE
     gradient-conformance spec [SECTION]
@@ -38,6 +39,7 @@ COMMANDS = {"replay": ("replay", "add_parser", "run"),
             "vectors": ("vectors", "add_parser", "run"),
             "fuzz": ("fuzz", "add_parser", "run"),
             "matrix": ("matrix", "add_parser", "run"),
+            "grade": ("grade", "add_parser", "run"),
             "report": ("fuzz", "add_report_parser", "run_report"),
             "serve": ("serve", "add_parser", "run"),
             "spec": ("spec", "add_parser", "run"),

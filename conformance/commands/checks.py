@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import ast
 import pathlib
+import re
 
 CHECKS = pathlib.Path(__file__).resolve().parent.parent / "checks"
+_SPEC = re.compile(r'SPEC\.md,\s+"([^"]+)"')
+_DOCS = re.compile(r'docs/\w+\.md,\s+"([^"]+)"')
 
 
 def listed() -> list[tuple[str, str, str]]:
@@ -24,6 +27,26 @@ def listed() -> list[tuple[str, str, str]]:
             if isinstance(node, ast.FunctionDef) and node.name.startswith("test_"):
                 found.append((path.name, node.name,
                               _sentence(ast.get_docstring(node) or "") or module))
+    return found
+
+
+def areas() -> dict[str, str]:
+    """check -> its area (docs/grading.md, "The rubric"), read from the installed checks'
+    source (not imported): the first SPEC.md section its docstring names, else its module
+    docstring's, else the first docs/ section either names."""
+    found = {}
+    for path in sorted(CHECKS.glob("test_*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        module = " ".join((ast.get_docstring(tree) or "").split())
+        for node in tree.body:
+            if isinstance(node, ast.FunctionDef) and node.name.startswith("test_"):
+                own = " ".join((ast.get_docstring(node) or "").split())
+                named = (_SPEC.search(own) or _SPEC.search(module) or _DOCS.search(own) or
+                         _DOCS.search(module))
+                if named is None:
+                    raise ValueError(f"{path.name}::{node.name} cites no section (of the "
+                                     "spec, or of docs/): its area is unknown")
+                found[node.name] = named.group(1)
     return found
 
 

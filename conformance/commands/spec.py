@@ -45,7 +45,7 @@ def section(text: str, wanted: str, *, exact: tuple[bool, ...] = (True, False),
 DOCUMENTS = ("SPEC.md", "docs/suite.md", "docs/isolation.md", "docs/diagnosis.md",
              "docs/reports.md", "docs/commands.md", "docs/fuzzing.md", "docs/adapters.md",
              "docs/generators.md", "docs/benchmarks.md", "docs/oracle.md", "docs/systems.md",
-             "docs/tiers.md",
+             "docs/tiers.md", "docs/grading.md",
              "VECTORS.md")
 
 

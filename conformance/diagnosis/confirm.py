@@ -414,6 +414,8 @@ def _sources(finding: Finding, impl, library: CaseFiles, deadline: float) -> lis
         return [
             _Source(_listed(_tape_trial(label, label, tape, impl)
                             for label, tape in library.tapes()), shared=True),
+            _Source(_listed(_tape_trial(label, label, tape, impl)
+                            for label, tape in library.enumerated_tapes()), shared=True),
             _Source(_drawn_into(
                 st.one_of(tapes(), order_sensitive_tapes()), deadline,
                 lambda k, drawn: None if drawn.expect_error is not None else _tape_trial(
@@ -528,6 +530,13 @@ def _tape_trial(key, label: str, tape, impl) -> Trial:
     return Trial(key, label, None, outcome, lambda: impl.run_backprop(tape))
 
 
+def _scattered(n: int) -> list[int]:
+    """0 to n - 1 in a fixed order that spreads over the range: by a step prime to n."""
+    step = next(s for s in (97, 89, 83, 79, 73, 71, 67, 61, 59, 53, 47, 43, 41, 37, 31, 29,
+                            23, 19, 17, 13, 11, 7, 5, 3, 2, 1) if n % s or s == 1)
+    return [(k * step) % n for k in range(n)]
+
+
 class CaseFiles:
     """The case files the package ships, each read once (a run's explainer keeps one of
     these), and `memo`: what the implementation did on the programs every divergence's
@@ -537,6 +546,7 @@ class CaseFiles:
         self._programs: list[tuple[str, Reading, dict]] | None = None
         self._shown: list[tuple[str, Reading, dict, bool]] | None = None
         self._tapes: list[tuple[str, list]] | None = None
+        self._enumerated: list[tuple[str, list]] | None = None
         self.memo: dict = {}
 
     def programs(self) -> list[tuple[str, Reading, dict]]:
@@ -565,6 +575,21 @@ class CaseFiles:
                            if (more := gradients_shown(r, b)) is not None
                            else (label, r, b, False) for label, r, b in self.programs()]
         return self._shown
+
+    def enumerated_tapes(self) -> list[tuple[str, list]]:
+        """Each row of the enumerated tapes (generators/tapes.py) as a tape of its own, a
+        row of each enumerated tape in turn (the fan-in tapes first, where the orders of a
+        walk and of a sum part), each tape's rows taken in a scattered order: an experiment
+        looks at a few hundred, and those few meet every structure and pattern early."""
+        if self._enumerated is None:
+            from gradient_conformance.generators.tapes import tape_fan_in_cases, tape_rule_cases
+            found = [(case, _scattered(len(case.rows)))
+                     for case in (*tape_fan_in_cases(), *tape_rule_cases())]
+            self._enumerated = [(f"enumerated tape {case.name}, row {order[k] + 1}",
+                                 case.narrowed([order[k]]).tape)
+                                for k in range(max(len(o) for _, o in found))
+                                for case, order in found if k < len(order)]
+        return self._enumerated
 
     def tapes(self) -> list[tuple[str, list]]:
         if self._tapes is None:

@@ -235,7 +235,11 @@ def call_backprop(module, tape) -> Answer:
     try:
         got = module.backprop(copy.deepcopy(tape))
     except BaseException as problem:  # noqa: BLE001
-        return _not_a_decision(problem) or Answer("rejected", describe(problem))
+        # As from build: a built-in programming error is marked, a crash unless the
+        # implementation names the class as deliberate (SPEC.md, "Tapes").
+        crash = type(problem).__name__ in CRASHES and type(problem).__module__ == "builtins"
+        return _not_a_decision(problem) or Answer(
+            "rejected", describe(problem), f"crash:{type(problem).__name__}" if crash else "")
     try:
         values = list(got)
         floats = []

@@ -143,9 +143,9 @@ class Implementation:
         return self.judged(self.transport.case(source, None, {}))
 
     def judged(self, outcome: Outcome) -> Outcome:
-        """A rejection by a crash (a built-in programming error raised from build, which
-        CAPABILITIES["rejection"] does not name as deliberate) as the failure it is:
-        impl-protocol.md; SPEC.md, "The protocol"."""
+        """A rejection by a crash (a built-in programming error raised from build or
+        backprop, which CAPABILITIES["rejection"] does not name as deliberate) as the
+        failure it is: impl-protocol.md; SPEC.md, "The protocol" and "Tapes"."""
         if outcome.status != "rejected" or not outcome.reason.startswith("crash:"):
             return outcome
         if outcome.reason.removeprefix("crash:") in self.capabilities["rejection"]:
@@ -154,7 +154,7 @@ class Implementation:
                        reason="crash")
 
     def run_backprop(self, tape) -> Outcome:
-        return self.transport.backprop(tape)
+        return self.judged(self.transport.backprop(tape))
 
     def build(self, source: str):
         """The implementation's own run callable, unguarded: for benchmarks, which want
