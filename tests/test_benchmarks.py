@@ -164,3 +164,18 @@ def test_the_first_answer_script_prints_start_up_first_divergence_and_statements
     assert "with -x" in lines[2] and float(lines[2].split(": ")[1].split(" s")[0]) > 0
     assert lines[3].startswith("  recip_form: 2 program divergences"), run.stdout
     assert lines[4].startswith("statements of the reported programs over 1 seeded fault")
+
+
+@pytest.mark.slow
+def test_the_grading_script_prints_the_time_of_a_class_and_its_causes():
+    """docs/grading.md, "Time": the figures' form, on the tape checks alone (a few seconds a
+    submission): the time at each --jobs, and the class page's causes beside the faults the
+    class was built from."""
+    run = subprocess.run([sys.executable, "-m", "benchmarks.grade_class", "--jobs", "1", "2",
+                          "--", "-k", "tape_case_file or tape_at_every and fan and 3",
+                          "--max-examples", "2"], cwd=ROOT, capture_output=True, text=True,
+                         timeout=1800)
+    assert run.returncode == 0, run.stderr[-3000:]
+    out = run.stdout
+    assert out.startswith("a class of ") and "--jobs 1: " in out and "--jobs 2: " in out, out
+    assert "tape-depth-first" in out and "tape depth_first: 1" in out, out
