@@ -157,6 +157,15 @@ def check_case(impl, tally: Tally, case, *, ulps: int = 0) -> None:
                                     beyond, case.description)
 
 
+def narrowings(differing: list[int], rows: int) -> list[list[int]]:
+    """The narrowed cases an enumerated case's divergence is tried on, of its `rows` rows:
+    the first row that differs, then every one that does (neither when it is the whole)."""
+    tries = [differing[:1]] if rows > 1 else []
+    if 1 < len(differing) < rows:
+        tries.append(differing)
+    return tries
+
+
 def check_enumerated(impl, tally: Tally, case, *, ulps: int = 0) -> None:
     """An enumerated case (generators/enumerations.py) on both, compared as a case file is
     (`compare_claims`). Where the outputs differ, the divergence reported is the case
@@ -174,10 +183,7 @@ def check_enumerated(impl, tally: Tally, case, *, ulps: int = 0) -> None:
                          ulps=ulps)
     if difference is not None and difference.differing:
         combinations = case.combinations_of(difference.differing)
-        tries = [combinations[:1]] if len(case.rows) > 1 else []  # else it is the whole
-        if 1 < len(combinations) < len(case.rows):
-            tries.append(combinations)
-        for kept in tries:
+        for kept in narrowings(combinations, len(case.rows)):
             narrowed = case.narrowed(kept)
             small = narrowed.buffers
             n_reading, n_want, n_got = run_both(impl, narrowed.source, small, tally=tally)

@@ -205,13 +205,17 @@ class EnumeratedTape:
     rows: tuple[tuple[str, ...], ...]
     write: Callable[[Sequence[tuple[str, ...]]], tuple[list, list]] = field(repr=False)
 
+    @functools.cached_property
+    def _written(self) -> tuple[list, list]:
+        return self.write(self.rows)
+
     @property
     def tape(self) -> list:
-        return self.write(self.rows)[0]
+        return self._written[0]
 
     def rows_of(self, entries: Iterable[int]) -> list[int]:
         """The rows (indices into `rows`) that the entries `entries` belong to."""
-        owners = self.write(self.rows)[1]
+        owners = self._written[1]
         return sorted({owners[k] for k in entries if 0 <= k < len(owners)} - {None})
 
     def narrowed(self, kept: Iterable[int]) -> EnumeratedTape:
@@ -296,7 +300,8 @@ MAX_FAN_IN = 9  # past numpy's eight running sums, by one
 
 def _share_patterns(n: int) -> list[tuple[str, tuple[float, ...]]]:
     """The patterns of n shares: B at one place and -B at another, s elsewhere, for each
-    (B, s) of FAN_IN_VALUES; every share -0.0; and (n >= 1) every class of one share."""
+    (B, s) of FAN_IN_VALUES (from 3 shares on); every share -0.0; and, for one share,
+    every class of G_CLASSES."""
     patterns = []
     for said, (big, small) in FAN_IN_VALUES.items():
         for i in range(n):

@@ -28,9 +28,9 @@ I32_LITERALS = tuple(dict.fromkeys(("1", "2", "0", "-1", "7", "31", *I32_CLASSES
 # size > 1 between others, so that reduces and expands meet every kind of axis; the last two
 # are empty, at rank 1 and with a 0-length middle axis.
 SHAPES = ((), (3,), (2, 3), (2, 1, 2), (2, 3, 1, 2), (0,), (2, 0, 3))
-# One program in EMPTY_ONE_IN, at least, has an empty base shape (a 0-length dim) when the
-# shapes it may take hold one: a floor, so that every value of such a program may be empty,
-# without their taking a share of the draws as large as the other shapes'.
+# About one program in EMPTY_ONE_IN has an empty base shape (a 0-length dim) when the shapes
+# it may take hold one: a floor, so that every value of such a program may be empty, without
+# their taking a share of the draws as large as the other shapes'.
 EMPTY_ONE_IN = 8
 # Swarm testing (docs/generators.md, "Generators"): each program turns some of these on, so that a
 # condition none of the others crowds out comes up in whole programs of it. Off is what each

@@ -122,6 +122,11 @@ def scores(report: Report | None, rubric: Rubric) -> list[AreaScore]:
     return found
 
 
+def total(found: list[AreaScore]) -> float:
+    """A submission's score: its areas' summed, to four decimals."""
+    return round(sum(s.score for s in found), 4)
+
+
 def first_divergence(d: Divergence) -> str:
     """What a student sees of an area's first divergence: the summary, the diagnosis and
     the location, and the program (its case file's text)."""
@@ -148,7 +153,7 @@ def results_json(found: list[AreaScore], *, seconds: float, problem: str = "",
         tests.append({"name": s.area.name, "score": s.score, "max_score": s.area.points,
                       "output": output, "visibility": s.area.visibility,
                       "tags": [s.area.name]})
-    return {"score": round(sum(s.score for s in found), 4),
+    return {"score": total(found),
             "execution_time": round(seconds), "output": problem or said,
             "visibility": "visible", "stdout_visibility": "hidden", "tests": tests}
 
@@ -159,7 +164,7 @@ def gradebook(rows: list[tuple[str, list[AreaScore]]], rubric: Rubric) -> str:
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(["submission", "score", "max_score", *(a.name for a in rubric.areas)])
     for ident, found in rows:
-        writer.writerow([ident, _number(sum(s.score for s in found)), _number(rubric.total),
+        writer.writerow([ident, _number(total(found)), _number(rubric.total),
                          *(_number(s.score) for s in found)])
     return out.getvalue()
 
@@ -252,7 +257,7 @@ def class_page(rows: list[tuple[str, list[AreaScore]]], runs: dict[str, tuple[Re
     each and the shortest program that does; submissions by anonymous ids unless `names`."""
     from html import escape
     shown = {i: i for i, _ in rows} if names else anonymous([i for i, _ in rows])
-    totals = [sum(s.score for s in found) for _, found in rows]
+    totals = [total(found) for _, found in rows]
     n = len(rows)
     out = ["<!doctype html><html><head><meta charset='utf-8'><title>The class, graded"
            "</title><style>body{font-family:sans-serif;max-width:60em;margin:2em auto;"
@@ -289,12 +294,12 @@ def class_page(rows: list[tuple[str, list[AreaScore]]], runs: dict[str, tuple[Re
                        f"'s):</p><pre>{escape(visible(c.program))}</pre>")
     out += ["<h2>The submissions</h2>", "<table><tr><th>submission</th><th>score</th>"
             "<th>report</th></tr>"]
-    for (ident, _), total in zip(rows, totals, strict=True):
+    for (ident, _), score in zip(rows, totals, strict=True):
         report, problem = runs[ident]
         link = (f"<a href='submissions/{escape(ident)}/report.html'>report</a>"
                 if names and report is not None else escape(problem) if report is None else
                 "")
-        out.append(f"<tr><td>{escape(shown[ident])}</td><td class='n'>{total:g}</td>"
+        out.append(f"<tr><td>{escape(shown[ident])}</td><td class='n'>{score:g}</td>"
                    f"<td>{link}</td></tr>")
     out.append("</table></body></html>")
     return "\n".join(out)

@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gradient_conformance import resource
+from gradient_conformance.conformance import running
 from gradient_conformance.conformance.findings import Finding, TapeCase
 from gradient_conformance.conformance.outcome import Outcome, compare
 from gradient_conformance.conformance.tallies import BITS, STATUS, TRUTH
@@ -140,8 +141,7 @@ def test_tape_at_every_class_and_fan_in(impl, tally, name):
     difference = compare(want, got)
     if difference is not None and difference.differing and got.status == "ok":
         rows = case.rows_of(index for _, index in difference.differing)
-        for kept in ([rows[:1]] if len(case.rows) > 1 else []) + \
-                ([rows] if 1 < len(rows) < len(case.rows) else []):
+        for kept in running.narrowings(rows, len(case.rows)):
             narrowed = case.narrowed(kept)
             small = Outcome("ok", derivatives=backprop_bits(narrowed.tape))
             again = impl.run_backprop(narrowed.tape)

@@ -16,18 +16,22 @@ _SPEC = re.compile(r'SPEC\.md,\s+"([^"]+)"')
 _DOCS = re.compile(r'docs/\w+\.md,\s+"([^"]+)"')
 
 
+def _checks():
+    """(file, check, its docstring, its module's docstring) for every check, in file order,
+    read from the source."""
+    for path in sorted(CHECKS.glob("test_*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        module = ast.get_docstring(tree) or ""
+        for node in tree.body:
+            if isinstance(node, ast.FunctionDef) and node.name.startswith("test_"):
+                yield path.name, node.name, ast.get_docstring(node) or "", module
+
+
 def listed() -> list[tuple[str, str, str]]:
     """(file, check, what it checks) for every check, in file order: the first sentence of
     its docstring, or of its module's where it has none."""
-    found = []
-    for path in sorted(CHECKS.glob("test_*.py")):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        module = _sentence(ast.get_docstring(tree) or "")
-        for node in tree.body:
-            if isinstance(node, ast.FunctionDef) and node.name.startswith("test_"):
-                found.append((path.name, node.name,
-                              _sentence(ast.get_docstring(node) or "") or module))
-    return found
+    return [(file, name, _sentence(own) or _sentence(module))
+            for file, name, own, module in _checks()]
 
 
 def areas() -> dict[str, str]:
@@ -35,18 +39,14 @@ def areas() -> dict[str, str]:
     source (not imported): the first SPEC.md section its docstring names, else its module
     docstring's, else the first docs/ section either names."""
     found = {}
-    for path in sorted(CHECKS.glob("test_*.py")):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        module = " ".join((ast.get_docstring(tree) or "").split())
-        for node in tree.body:
-            if isinstance(node, ast.FunctionDef) and node.name.startswith("test_"):
-                own = " ".join((ast.get_docstring(node) or "").split())
-                named = (_SPEC.search(own) or _SPEC.search(module) or _DOCS.search(own) or
-                         _DOCS.search(module))
-                if named is None:
-                    raise ValueError(f"{path.name}::{node.name} cites no section (of the "
-                                     "spec, or of docs/): its area is unknown")
-                found[node.name] = named.group(1)
+    for file, name, own, module in _checks():
+        own, module = " ".join(own.split()), " ".join(module.split())
+        named = (_SPEC.search(own) or _SPEC.search(module) or _DOCS.search(own) or
+                 _DOCS.search(module))
+        if named is None:
+            raise ValueError(f"{file}::{name} cites no section (of the spec, or of docs/): "
+                             "its area is unknown")
+        found[name] = named.group(1)
     return found
 
 

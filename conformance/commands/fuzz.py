@@ -40,6 +40,7 @@ from gradient_conformance.conformance.commands.fuzz_workers import (
 )
 from gradient_conformance.conformance.commands.suite import (
     confinement_of,
+    contained,
     load_implementation,
     suite_arguments,
 )
@@ -566,20 +567,6 @@ def run(args) -> int:
     # docs/fuzzing.md, "Fuzzing": a run that compared nothing, or whose sessions did not end
     # as they should, is no verdict, and never exits 0.
     return 1 if progress.best or progress.unfinished() else 0
-
-
-def contained(args, sandbox: str) -> tuple[str, ...]:
-    """The suite's containment options, as fuzz was given them (docs/isolation.md,
-    "Isolation"), for each session it starts, with the `sandbox` decided (never `auto`);
-    a bad size was a usage error already."""
-    from gradient_conformance.conformance.transports.confinement import default_memory_limit
-    out = [f"--sandbox={sandbox}", *(f"--pass-env={n}" for n in args.pass_env),
-           *(f"--sandbox-bind={path}" for path in args.sandbox_bind)]
-    if args.memory_limit is not None:  # parsed already (options.add_containment)
-        out.append(f"--memory-limit={args.memory_limit}")
-    elif args.scheduler is None:  # the jobs share this machine; a cluster's worker, its own
-        out.append(f"--memory-limit={default_memory_limit(args.jobs or 1)}")
-    return tuple(out)
 
 
 def add_report_parser(commands) -> None:

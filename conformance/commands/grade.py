@@ -28,7 +28,11 @@ import re
 import sys
 import time
 
-from gradient_conformance.conformance.commands.suite import confinement_of, in_subprocess
+from gradient_conformance.conformance.commands.suite import (
+    confinement_of,
+    contained,
+    in_subprocess,
+)
 from gradient_conformance.conformance.divergence import write_atomically
 from gradient_conformance.conformance.options import PROFILES, add_containment
 from gradient_conformance.reports.grading import (
@@ -38,6 +42,7 @@ from gradient_conformance.reports.grading import (
     load_rubric,
     results_json,
     scores,
+    total,
 )
 from gradient_conformance.reports.records import Report
 
@@ -102,9 +107,9 @@ def _module_of(folder: pathlib.Path, module: str | None) -> pathlib.Path:
 
 
 def grade_one(ident: str, spec: str, bound: tuple[str, ...], out: pathlib.Path,
-              suite_args: tuple[str, ...], timeout: float) -> tuple[str, str, float]:
-    """One submission's run of the suite, in a process of its own: (its JSON report's text,
-    or "", what went wrong, seconds). Its reports go to out/submissions/ID/."""
+              suite_args: tuple[str, ...], timeout: float) -> tuple[Report | None, str, float]:
+    """One submission's run of the suite, in a process of its own: (its report, read back
+    and checked, or None; what went wrong; seconds). Its reports go to out/submissions/ID/."""
     folder = out / "submissions" / ident
     folder.mkdir(parents=True, exist_ok=True)
     argv = [f"--impl={spec}", *suite_args, "-q", "-p", "no:cacheprovider",
@@ -113,35 +118,27 @@ def grade_one(ident: str, spec: str, bound: tuple[str, ...], out: pathlib.Path,
     try:
         done = in_subprocess(argv, report_json=folder / "report.json", timeout=timeout)
     except Exception as problem:  # noqa: BLE001 - a timeout, or a process that would not start
-        return "", f"did not finish: {type(problem).__name__}: {problem}"[:300], \
+        return None, f"did not finish: {type(problem).__name__}: {problem}"[:300], \
             time.monotonic() - started
     if done.code not in (0, 1) or done.report is None:
         tail = " ".join(done.output.strip().splitlines()[-3:])[-300:]
-        return "", f"exit status {done.code}: {tail}", done.seconds
-    return (folder / "report.json").read_text(encoding="utf-8"), "", done.seconds
+        return None, f"exit status {done.code}: {tail}", done.seconds
+    return done.report, "", done.seconds
 
 
 def grade(found: dict[str, tuple[str, tuple[str, ...]]], out: pathlib.Path, *, rubric,
           suite_args: tuple[str, ...], jobs: int = 1, scheduler: str | None = None,
           timeout: float = SUBMISSION_TIMEOUT, names: bool = False, log=sys.stderr) -> dict:
     """Every submission graded, and the class's files written; what was run, as data."""
-    from gradient_conformance.reports.records import from_json
     started = time.monotonic()
     out.mkdir(parents=True, exist_ok=True)
     runs: dict[str, tuple[Report | None, str]] = {}
     seconds: dict[str, float] = {}
 
-    def finished(ident: str, text: str, problem: str, took: float) -> None:
-        report = None
-        if text:
-            try:
-                report = from_json(text)
-            except (ValueError, KeyError, TypeError) as bad:
-                problem = f"its report could not be read: {bad}"[:300]
+    def finished(ident: str, report: Report | None, problem: str, took: float) -> None:
         runs[ident], seconds[ident] = (report, problem), took
-        print(f"grade: {ident}: " + (problem or f"{len(report.divergences)} divergences"
-                                     if report else problem) + f" ({took:.0f} s)",
-              file=log, flush=True)
+        said = problem if report is None else f"{len(report.divergences)} divergences"
+        print(f"grade: {ident}: {said} ({took:.0f} s)", file=log, flush=True)
     if scheduler is not None:
         from gradient_conformance.conformance.commands.fuzz_workers import connect
         client = connect(scheduler)
@@ -179,7 +176,7 @@ def grade(found: dict[str, tuple[str, tuple[str, ...]]], out: pathlib.Path, *, r
            "suite": list(suite_args), "rubric": rubric.source,
            "areas": [{"name": a.name, "points": a.points, "visibility": a.visibility}
                      for a in rubric.areas],
-           "submissions": {i: {"score": round(sum(s.score for s in r), 4),
+           "submissions": {i: {"score": total(r),
                                "problem": runs[i][1], "seconds": round(seconds[i], 1)}
                            for i, r in rows},
            "seconds": round(time.monotonic() - started, 1),
@@ -194,7 +191,7 @@ def _as_completed(client, futures):
         try:
             yield future, future.result()
         except Exception as problem:  # noqa: BLE001 - a task the cluster lost: its own result
-            yield future, ("", f"its task failed on the cluster: {problem}"[:300], 0.0)
+            yield future, (None, f"its task failed on the cluster: {problem}"[:300], 0.0)
 
 
 def add_parser(commands) -> None:
@@ -243,14 +240,10 @@ def run(args) -> int:
     found = submissions(pathlib.Path(args.submissions), args.module)
     # Decided once, here (docs/isolation.md, "Decided once"): every submission's run is
     # handed the decision, never `auto`; the memory limit shared among the runs at once.
-    from gradient_conformance.conformance.transports.confinement import default_memory_limit
-    sandbox = confinement_of(args).resolved().sandbox
-    contained = [f"--sandbox={sandbox}", *(f"--pass-env={n}" for n in args.pass_env),
-                 *(f"--sandbox-bind={p}" for p in args.sandbox_bind),
-                 f"--memory-limit={args.memory_limit or default_memory_limit(args.jobs)}"]
     suite_args = (f"--profile={args.profile}", f"--case-timeout={args.case_timeout:g}",
                   *((f"--max-examples={args.max_examples}",) if args.max_examples else ()),
-                  *(("-k", args.select) if args.select else ()), *contained)
+                  *(("-k", args.select) if args.select else ()),
+                  *contained(args, confinement_of(args).resolved().sandbox))
     ran = grade(found, pathlib.Path(args.out), rubric=rubric, suite_args=suite_args,
                 jobs=args.jobs, scheduler=args.scheduler, timeout=args.submission_timeout,
                 names=args.names)

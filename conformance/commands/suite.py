@@ -299,6 +299,20 @@ def confinement_of(args, sharing: int = 1):
                              args.sandbox_bind)
 
 
+def contained(args, sandbox: str) -> tuple[str, ...]:
+    """The suite's containment options, as a command that starts sessions of the suite (fuzz,
+    grade) was given them (docs/isolation.md, "Isolation"), for each session it starts, with
+    the `sandbox` decided (never `auto`); a bad size was a usage error already."""
+    from gradient_conformance.conformance.transports.confinement import default_memory_limit
+    out = [f"--sandbox={sandbox}", *(f"--pass-env={n}" for n in args.pass_env),
+           *(f"--sandbox-bind={path}" for path in args.sandbox_bind)]
+    if args.memory_limit is not None:  # parsed already (options.add_containment)
+        out.append(f"--memory-limit={args.memory_limit}")
+    elif args.scheduler is None:  # the jobs share this machine; a cluster's worker, its own
+        out.append(f"--memory-limit={default_memory_limit(args.jobs or 1)}")
+    return tuple(out)
+
+
 def load_implementation(spec: str, timeout: float, confinement=None):
     """The implementation --impl names, contained as `confinement` says (from
     `confinement_of`; by default the suite's default), or ValueError (a usage error) saying

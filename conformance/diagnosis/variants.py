@@ -166,10 +166,7 @@ def _blocked(add: Callable, shares: list):
     sums two shares (nodes of a program, or a tape's values)."""
     n = len(shares)
     if n < 8:
-        total = shares[0]
-        for share in shares[1:]:
-            total = add(total, share)
-        return total
+        return functools.reduce(add, shares)  # a left fold
     r = list(shares[:8])
     i = 8
     while i < n - n % 8:

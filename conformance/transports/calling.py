@@ -181,15 +181,21 @@ CRASHES = frozenset({"TypeError", "NameError", "AttributeError", "UnboundLocalEr
                      "ZeroDivisionError", "NotImplementedError"})
 
 
+def _crash(problem: BaseException) -> str:
+    """"crash:CLASS" for a built-in class of programming error (not the implementation's own
+    subclass of one), raised from build or backprop, for the suite to judge against the
+    capabilities it was given (SPEC.md, "The protocol" and "Tapes"); else ""."""
+    kind = type(problem)
+    return f"crash:{kind.__name__}" if kind.__name__ in CRASHES and \
+        kind.__module__ == "builtins" else ""
+
+
 def call_build(module, source: str) -> Answer:
     try:
         run = module.build(source)
     except BaseException as problem:  # noqa: BLE001 - every outcome is the implementation's
-        # A built-in class of programming error (not the implementation's own subclass of
-        # one) is marked, for the suite to judge against the capabilities it was given.
-        crash = type(problem).__name__ in CRASHES and type(problem).__module__ == "builtins"
-        return _not_a_decision(problem) or Answer(
-            "rejected", describe(problem), f"crash:{type(problem).__name__}" if crash else "")
+        return _not_a_decision(problem) or Answer("rejected", describe(problem),
+                                                  _crash(problem))
     if not callable(run):
         return Answer("failure", f"build returned {_kind(run)}, not a callable run", "junk")
     return Answer("ok", value=run)
@@ -235,11 +241,8 @@ def call_backprop(module, tape) -> Answer:
     try:
         got = module.backprop(copy.deepcopy(tape))
     except BaseException as problem:  # noqa: BLE001
-        # As from build: a built-in programming error is marked, a crash unless the
-        # implementation names the class as deliberate (SPEC.md, "Tapes").
-        crash = type(problem).__name__ in CRASHES and type(problem).__module__ == "builtins"
-        return _not_a_decision(problem) or Answer(
-            "rejected", describe(problem), f"crash:{type(problem).__name__}" if crash else "")
+        return _not_a_decision(problem) or Answer("rejected", describe(problem),
+                                                  _crash(problem))
     try:
         values = list(got)
         floats = []
