@@ -53,41 +53,81 @@ def synthetic_class(folder: pathlib.Path, copies: int) -> dict[str, str]:
     return made
 
 
-def grade(folder: pathlib.Path, out: pathlib.Path, jobs: int, extra: list[str]) -> float:
+def grade(folder: pathlib.Path, out: pathlib.Path, how: list[str], extra: list[str]) -> float:
     started = time.monotonic()
     run = subprocess.run([sys.executable, "-m", "gradient_conformance", "grade", str(folder),
-                          "--out", str(out), "--jobs", str(jobs), "--module", "impl", *extra],
+                          "--out", str(out), "--module", "impl", *how, *extra],
                          capture_output=True, text=True)
     if run.returncode != 0:
         raise SystemExit(f"grade failed ({run.returncode}): {run.stderr[-2000:]}")
     return time.monotonic() - started
 
 
+def causes_of(out: pathlib.Path) -> dict[str, list[str]]:
+    """Each submission's id -> the common causes the class page counts it under (names, or
+    the crash's words)."""
+    from gradient_conformance.reports.grading import causes
+    from gradient_conformance.reports.records import from_json
+    runs = {}
+    for folder in sorted((out / "submissions").iterdir()):
+        kept = folder / "report.json"
+        runs[folder.name] = (from_json(kept.read_text()) if kept.is_file() else None, "?")
+    found: dict[str, list[str]] = {ident: [] for ident in runs}
+    for cause in causes(runs):
+        for ident in cause.submissions:
+            found[ident].append(cause.name or cause.says)
+    return found
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--copies", type=int, default=1)
-    parser.add_argument("--jobs", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--jobs", type=int, nargs="*", default=[1, 2])
+    parser.add_argument("--dask", action="store_true", help="and on a local Dask cluster of "
+                        "two single-threaded workers (the [cluster] extra)")
+    parser.add_argument("--keep", default=None, metavar="DIR", help="write the class and "
+                        "its results here (default: a temporary folder, removed)")
     parser.add_argument("extra", nargs="*", help="more arguments for grade (-k ...)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        folder = pathlib.Path(tmp) / "class"
+        where = pathlib.Path(args.keep or tmp)
+        folder = where / "class"
         made = synthetic_class(folder, args.copies)
-        print(f"a class of {len(made)} submissions")
-        for jobs in args.jobs:
-            out = pathlib.Path(tmp) / f"out-{jobs}"
-            seconds = grade(folder, out, jobs, args.extra)
-            ran = json.loads((out / "grade.json").read_text())
-            each = [s["seconds"] for s in ran["submissions"].values()]
-            print(f"--jobs {jobs}: {seconds:.0f} s in all, {seconds / len(made):.1f} s a "
-                  f"submission; each run {min(each):.0f} to {max(each):.0f} s "
-                  f"(mean {sum(each) / len(each):.1f})")
-        page = (out / "class.html").read_text()
+        print(f"a class of {len(made)} submissions; grade {' '.join(args.extra)}", flush=True)
+        runs = [(f"--jobs {j}", ["--jobs", str(j)], where / f"out-{j}") for j in args.jobs]
+        for label, how, out in runs:
+            _timed(label, out, grade(folder, out, how, args.extra), len(made))
+        if args.dask:
+            from benchmarks.cluster_rate import local_cluster
+            out = where / "out-dask"
+            (where / "dask-logs").mkdir(exist_ok=True)
+            with local_cluster(where / "dask-logs", 2) as (address, _):
+                seconds = grade(folder, out, ["--scheduler", address], args.extra)
+            _timed("Dask, 2 workers", out, seconds, len(made))
+            runs.append(("Dask", [], out))
+        last = runs[-1][2]
+        scores = [(r[0], (r[2] / "scores.csv").read_text()) for r in runs]
+        print("scores.csv identical across the runs: "
+              f"{all(text == scores[0][1] for _, text in scores)}")
+        page = (last / "class.html").read_text()
         print("\nthe class page's common causes (the last run's):")
         for cause in re.findall(r"<h3>(.*?)</h3>", page):
             print(f"  {html.unescape(re.sub('<[^>]+>', '', cause))}")
-        print("\nbuilt from:")
+        print("\neach fault the class was built from, and the causes its submissions are "
+              "counted under:")
+        found = causes_of(last)
         for fault in sorted(set(made.values())):
-            print(f"  {fault or '(none)'}: {sum(v == fault for v in made.values())}")
+            ids = [i for i, f in made.items() if f == fault]
+            said = sorted({", ".join(found[i]) or "(none)" for i in ids})
+            print(f"  {fault or '(no fault)'} x{len(ids)}: {' | '.join(said)}")
+
+
+def _timed(label: str, out: pathlib.Path, seconds: float, n: int) -> None:
+    ran = json.loads((out / "grade.json").read_text())
+    each = [s["seconds"] for s in ran["submissions"].values()]
+    print(f"{label}: {seconds:.0f} s in all, {seconds / n:.1f} s a submission; each run "
+          f"{min(each):.0f} to {max(each):.0f} s (mean {sum(each) / len(each):.1f})",
+          flush=True)
 
 
 if __name__ == "__main__":

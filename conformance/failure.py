@@ -193,7 +193,11 @@ class FailureStage:
         original = finding.case.text
         reduction, reduced = None, 0.0
         if self.shrink:
-            if before is not None:
+            if self.budget.left <= 0:
+                reduction = Reduction(finding, reason=f"the run spent its "
+                                      f"{self.budget.seconds:.0f} s for reducing and "
+                                      "explaining divergences")
+            elif before is not None:
                 reduction = Reduction(finding, reason="a divergence of this signature was "
                                       f"reduced earlier in this run ({before})")
             else:
@@ -211,13 +215,14 @@ class FailureStage:
             d.reduce_seconds = round(reduced, 3)
             if reduction.after < reduction.before:
                 d.original = divergence.visible(original)
-        if before is not None:
+        if before is not None and self.budget.left > 0:
+            # The first of the signature was explained: the budget only shrinks.
             Explainer.without(d, f"not explained again: a divergence of the same signature, "
                               f"found by {test_id} before ({before}), was explained in this "
                               "run")
         else:
-            self.seen[key] = d.summary[:80]
-            self.explainer.explain(d, finding, impl)
+            self.seen.setdefault(key, d.summary[:80])
+            self.explainer.explain(d, finding, impl)  # says so where the budget is spent
         if self.cases_dir is not None:
             divergence.save(d, self.cases_dir, self.spec, self.base)
         return d

@@ -72,6 +72,16 @@ def _positive_seconds(text: str) -> float:
     return value
 
 
+def _budget_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError("the budget is a number of seconds, 0 or more")
+    return value
+
+
 class Hooks:
     """The hooks this plugin declares, for plugins that extend a run of the suite (fuzz's
     FuzzLoop is one): pytest calls them in the process that writes the reports."""
@@ -109,6 +119,10 @@ def add_options(parser) -> None:
                     "profile's")
     group.addoption("--conformance-no-shrink", action="store_true",
                     help="report failing cases as found, without shrinking them")
+    group.addoption("--conformance-stage-budget", type=_budget_seconds, default=None,
+                    metavar="SECONDS", help="the seconds of the run that reducing and "
+                    "explaining divergences may take, in all (default 600; 0: every "
+                    "divergence as found)")
     group.addoption("--conformance-case-timeout", type=_positive_seconds, default=20.0,
                     metavar="SECONDS", help="how long the implementation may take to build "
                     "and run one case (default 20)")

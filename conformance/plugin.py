@@ -70,6 +70,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if len(specs) != 1:
         return  # none: inert; several: for benchmarks/ (the suite refuses them at collection)
     from gradient_conformance import resource
+    from gradient_conformance.conformance.explain import Budget
     from gradient_conformance.conformance.failure import FailureStage
     from gradient_conformance.conformance.transports.loading import LoadFailed, load
     run = Run(config, specs[0])
@@ -95,8 +96,10 @@ def pytest_configure(config: pytest.Config) -> None:
                                 ) from None
     if config.hook.pytest_gradient_conformance_keep_cases() is False:
         run.cases_dir = None
+    budget = config.getoption("--conformance-stage-budget")
     run.stage = FailureStage(spec=run.spec, base=run.base, cases_dir=run.cases_dir,
-                             shrink=shrink, known=run.known)
+                             shrink=shrink, known=run.known,
+                             budget=None if budget is None else Budget(budget))
     config.stash[RUN_KEY] = run
     config.pluginmanager.register(run, "gradient-conformance-run")
 

@@ -188,8 +188,8 @@ class Cause:
 
 def causes(runs: dict[str, tuple[Report | None, str]]) -> list[Cause]:
     """The class's common causes, the most widespread first: each variant a diagnosis
-    named (alone, or in a pair), each crash by exception type, and each kind of run that
-    ended without a report."""
+    named (alone; several the programs did not tell apart, as one cause; or in a pair),
+    each crash by exception type, and each kind of run that ended without a report."""
     found: dict[str, Cause] = {}
 
     def take(key: str, says: str, name: str, ident: str, d: Divergence | None) -> None:
@@ -204,9 +204,20 @@ def causes(runs: dict[str, tuple[Report | None, str]]) -> list[Cause]:
             take(f"problem:{problem.split(':')[0]}", f"the run ended without a report "
                  f"({problem.split(':')[0]})", "", ident, None)
             continue
-        for d in report.divergences:
-            for v in d.diagnosis.get("variants", []):
-                take(f"variant:{v['name']}", v.get("says", ""), v["name"], ident, d)
+        # A variant named alone is a cause of this submission; a divergence whose programs
+        # did not tell several variants apart is one cause naming them all, unless one of
+        # them is named alone elsewhere in the same run (which it is then consistent with).
+        named = [d.diagnosis.get("variants", []) for d in report.divergences]
+        alone = {vs[0]["name"] for vs in named if len(vs) == 1}
+        for d, vs in zip(report.divergences, named, strict=True):
+            if len(vs) == 1 or any(v["name"] in alone for v in vs):
+                for v in vs:
+                    if v["name"] in alone:
+                        take(f"variant:{v['name']}", v.get("says", ""), v["name"], ident, d)
+            elif vs:
+                names = " or ".join(v["name"] for v in vs)
+                take(f"either:{names}", "; or ".join(v.get("says", "") for v in vs) +
+                     " (the programs run did not tell them apart)", names, ident, d)
             for pair in d.diagnosis.get("pairs", []):
                 names = " + ".join(p["name"] for p in pair)
                 take(f"pair:{names}", " and ".join(p.get("says", "") for p in pair), names,

@@ -178,4 +178,5 @@ def test_the_grading_script_prints_the_time_of_a_class_and_its_causes():
     assert run.returncode == 0, run.stderr[-3000:]
     out = run.stdout
     assert out.startswith("a class of ") and "--jobs 1: " in out and "--jobs 2: " in out, out
-    assert "tape-depth-first" in out and "tape depth_first: 1" in out, out
+    assert "scores.csv identical across the runs: True" in out, out
+    assert "  tape depth_first x1: tape-depth-first" in out, out

@@ -157,6 +157,38 @@ def test_the_failure_stage_s_figure_counts_reduction_with_explanation():
     assert failure_stage_lines([Divergence("test_x", "test_x", "differs")], 79.0, 600.0) == []
 
 
+def test_a_stage_budget_of_nothing_reports_each_divergence_as_found_and_fails_the_same(
+        tmp_path):
+    """docs/diagnosis.md, "The failure stage": `--stage-budget` bounds reducing and
+    explaining; past it a divergence is reported as found, saying why, and the checks that
+    fail are the same ones (grade's per-submission budget rests on it)."""
+    import json
+
+    from tests.conftest import suite
+    failed = {}
+    for budget in ("0", "600"):
+        report = tmp_path / f"{budget}.json"
+        code, output, _ = suite("variant:recip-form", "-k", "case_file and recip",
+                                f"--stage-budget={budget}", f"--report-json={report}",
+                                shrink=True)
+        assert code == 1, output[-2000:]
+        ran = json.loads(report.read_text())
+        failed[budget] = sorted(c for c, n in ran["checks"].items() if n.get("failed"))
+        reasons = [d["diagnosis"].get("reason", "") for d in ran["divergences"]]
+        if budget == "0":
+            assert reasons and all(r.startswith("not explained: the run spent its 0 s")
+                                   for r in reasons), reasons
+            assert all(d["reduction"] == "reduced: no (the run spent its 0 s for reducing "
+                       "and explaining divergences)" for d in ran["divergences"]), \
+                [d["reduction"] for d in ran["divergences"]]
+        else:
+            assert "recip-form" in output and not any(r.startswith("not explained")
+                                                      for r in reasons), reasons
+    assert failed["0"] == failed["600"] and failed["0"]
+    code, output, _ = suite("reference", "--stage-budget=-1")
+    assert code == 2 and "the budget is a number of seconds, 0 or more" in output, output
+
+
 def test_the_matrix_says_what_each_system_does_from_its_diagnoses():
     """The conformance table's findings are the diagnoses, counted per system."""
     from gradient_conformance.reports.matrix import findings, markdown

@@ -103,7 +103,7 @@ def _check_verdict(impl, path) -> bool | None:
 CAST_PASSES = str(ROOT / "tests" / "impls" / "cast_passes.py")
 
 
-def test_the_case_file_check_and_replay_give_one_verdict():
+def test_the_case_file_check_and_replay_give_one_verdict(tmp_path):
     """Every case file, through the check and through `replay`, under either claim, for the
     spec, a legitimate other order of sums (reversed-arrival, which without the claim must
     fail nothing), and a gradient through a cast: the same verdict (a skip is replay's NOT
@@ -111,7 +111,7 @@ def test_the_case_file_check_and_replay_give_one_verdict():
     the true derivative; with it, on their bits."""
     from gradient_conformance.conformance.commands.replay import replay
     specs = {"spec": "reference", "cast": CAST_PASSES,
-             "order": str(_variant_module("reversed-arrival"))}
+             "order": str(_variant_module("reversed-arrival", tmp_path))}
     from gradient_conformance import resource
     paths = [p for p in cases.case_paths([resource("cases")]) if p.suffix == ".ir"]
     for name, spec in specs.items():
@@ -133,9 +133,7 @@ def test_the_case_file_check_and_replay_give_one_verdict():
                 assert {"lesson_cast_dead_end.ir", "weighted_cast.ir"} <= failed, failed
 
 
-def _variant_module(variant: str) -> pathlib.Path:
-    import tempfile
-    folder = pathlib.Path(tempfile.mkdtemp())
+def _variant_module(variant: str, folder: pathlib.Path) -> pathlib.Path:
     module = folder / "rounds_otherwise.py"
     module.write_text(
         "from gradient_conformance.conformance.diagnosis.variants import implementation\n"

@@ -48,6 +48,10 @@ from gradient_conformance.reports.records import Report
 
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,79}")
 SUBMISSION_TIMEOUT = 1800.0  # seconds a submission's whole run may take, by default
+# Seconds a submission's run may spend reducing and explaining its divergences, by default: a
+# first draft diverges in many checks, and a suite run's own 600 s, once per student, would
+# make the class's time the failure stage's. Past it a divergence is reported as found.
+STAGE_BUDGET = 60.0
 
 
 def submissions(where: pathlib.Path, module: str | None = None) \
@@ -217,6 +221,10 @@ def add_parser(commands) -> None:
     parser.add_argument("-k", dest="select", default=None, metavar="EXPRESSION",
                         help="only the checks pytest's -k EXPRESSION selects")
     parser.add_argument("--case-timeout", type=float, default=20.0)
+    parser.add_argument("--stage-budget", type=float, default=STAGE_BUDGET, metavar="SECONDS",
+                        help="the seconds a submission's run may spend reducing and "
+                        f"explaining its divergences (default {STAGE_BUDGET:g}; past it a "
+                        "divergence is reported as found)")
     parser.add_argument("--submission-timeout", type=float, default=SUBMISSION_TIMEOUT,
                         help="the seconds a submission's whole run may take (default 1800)")
     add_containment(parser.add_argument, "--")
@@ -224,9 +232,10 @@ def add_parser(commands) -> None:
 
 def run(args) -> int:
     if args.jobs < 1 or (args.max_examples is not None and args.max_examples < 1) or \
-            args.submission_timeout <= 0 or args.case_timeout <= 0:
-        raise ValueError("--jobs and --max-examples must be at least 1, and the timeouts "
-                         "more than 0 seconds")
+            args.submission_timeout <= 0 or args.case_timeout <= 0 or \
+            not 0 <= args.stage_budget < float("inf"):
+        raise ValueError("--jobs and --max-examples must be at least 1, the timeouts more "
+                         "than 0 seconds, and --stage-budget 0 seconds or more")
     if args.scheduler is not None:
         try:
             import distributed  # noqa: F401
@@ -241,6 +250,7 @@ def run(args) -> int:
     # Decided once, here (docs/isolation.md, "Decided once"): every submission's run is
     # handed the decision, never `auto`; the memory limit shared among the runs at once.
     suite_args = (f"--profile={args.profile}", f"--case-timeout={args.case_timeout:g}",
+                  f"--stage-budget={args.stage_budget:g}",
                   *((f"--max-examples={args.max_examples}",) if args.max_examples else ()),
                   *(("-k", args.select) if args.select else ()),
                   *contained(args, confinement_of(args).resolved().sandbox))

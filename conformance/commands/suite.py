@@ -25,6 +25,7 @@ SUITE_OPTIONS = {
     "--pass-env": "--conformance-pass-env", "--known": "--conformance-known",
     "--sandbox-bind": "--conformance-sandbox-bind",
     "--write-known": "--conformance-write-known",
+    "--stage-budget": "--conformance-stage-budget",
 }
 CHECKS_PACKAGE = "gradient_conformance.conformance.checks"
 
