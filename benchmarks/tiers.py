@@ -6,7 +6,8 @@ Figures are generated, never written by hand: this script is the only writer of 
 For each tier it keeps the make command's wall time (installs included), pytest's own closing
 line and time, the ten slowest tests and the tier's total as tests/conftest.py reports them
 (each test's whole protocol, summed over the workers), and the figures the tests measured
-(the containment tests' among them). Run it on a fresh clone, quiet, for figures to compare
+(the containment tests' among them); every test's seconds go beside each tier's log
+(out/tier-NAME.json), to see where a tier's time goes. Run it on a fresh clone, quiet, for figures to compare
 with CI's 90 minutes: run from the checkout (`python3 -m benchmarks.tiers`), it needs no venv,
 since `make test` creates the one it runs the tests in, and the package's own __init__.py
 (`without_paths`) imports only the standard library.
@@ -55,8 +56,10 @@ def summary(output: str) -> str:
 def run_tier(command: str, log: pathlib.Path) -> tuple[int, float, str]:
     """The tier's make command, its output written to `log` as it runs (to watch it)."""
     started = time.perf_counter()
+    # Every test's seconds beside the log (tests/conftest.py writes them there).
+    env = {**os.environ, "GRADIENT_CONFORMANCE_TEST_SECONDS": str(log.with_suffix(".json"))}
     with log.open("w") as out:
-        code = subprocess.run(command.split(), cwd=ROOT, stdout=out,
+        code = subprocess.run(command.split(), cwd=ROOT, stdout=out, env=env,
                               stderr=subprocess.STDOUT).returncode
     return code, time.perf_counter() - started, log.read_text(errors="replace")
 

@@ -8,6 +8,7 @@ stays quick. Figures that tests measure are printed in the terminal summary."""
 
 from __future__ import annotations
 
+import os
 import pathlib
 import subprocess
 import sys
@@ -78,6 +79,13 @@ def pytest_terminal_summary(terminalreporter):
             terminalreporter.write_line(f"{seconds:7.1f} s  {nodeid}")
         terminalreporter.write_line(f"{sum(SECONDS.values()):7.1f} s  in all, {len(SECONDS)} "
                                     "tests (summed over the workers: CPU-bound, not wall time)")
+        # Every test's, for benchmarks/tiers.py to keep beside the tier's log (where to
+        # trim a tier is a question of all of them, not of the ten slowest).
+        every = os.environ.get("GRADIENT_CONFORMANCE_TEST_SECONDS")
+        if every:
+            import json
+            pathlib.Path(every).write_text(json.dumps(
+                dict(sorted(SECONDS.items(), key=lambda kv: -kv[1])), indent=0))
     if FIGURES:
         terminalreporter.section("figures measured by the tests")
         for line in FIGURES:
