@@ -7,10 +7,10 @@ For each tier it keeps the make command's wall time (installs included), pytest'
 line and time, the ten slowest tests and the tier's total as tests/conftest.py reports them
 (each test's whole protocol, summed over the workers), and the figures the tests measured
 (the containment tests' among them); every test's seconds go beside each tier's log
-(out/tier-NAME.json), to see where a tier's time goes. Run it on a fresh clone, quiet, for figures to compare
-with CI's 90 minutes: run from the checkout (`python3 -m benchmarks.tiers`), it needs no venv,
-since `make test` creates the one it runs the tests in, and the package's own __init__.py
-(`without_paths`) imports only the standard library.
+(out/tier-NAME.json), to see where a tier's time goes. Run it on a fresh clone, quiet, for
+figures to compare with CI's 90 minutes: run from the checkout (`python3 -m
+benchmarks.tiers`), it needs no venv, since `make test` creates the one it runs the tests in,
+and the package's own __init__.py (`without_paths`) imports only the standard library.
 """
 
 from __future__ import annotations
