@@ -243,20 +243,20 @@ def _histogram(totals: list[float], top: float) -> str:
         bins[min(9, int(10 * t / top)) if top else 0] += 1
     tallest = max(bins) or 1
     width, height, bar = 420, 160, 40
-    parts = [f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height + 40}' "
+    parts = [f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height + 50}' "
              "role='img' aria-label='the score distribution'>"]
     for k, n in enumerate(bins):
         h = round(height * n / tallest)
         x = 10 + k * bar
-        parts.append(f"<rect x='{x}' y='{height - h + 10}' width='{bar - 4}' height='{h}' "
+        parts.append(f"<rect x='{x}' y='{height - h + 20}' width='{bar - 4}' height='{h}' "
                      f"fill='#4a7ab5'><title>{escape(f'{k * 10}-{k * 10 + 10} %: {n}')}"
                      "</title></rect>")
-        parts.append(f"<text x='{x + bar / 2 - 2}' y='{height + 25}' font-size='11' "
+        parts.append(f"<text x='{x + bar / 2 - 2}' y='{height + 35}' font-size='11' "
                      f"text-anchor='middle'>{k * 10}</text>")
         if n:
-            parts.append(f"<text x='{x + bar / 2 - 2}' y='{height - h + 5}' font-size='11' "
+            parts.append(f"<text x='{x + bar / 2 - 2}' y='{height - h + 15}' font-size='11' "
                          f"text-anchor='middle'>{n}</text>")
-    parts.append(f"<text x='{width / 2}' y='{height + 38}' font-size='11' "
+    parts.append(f"<text x='{width / 2}' y='{height + 48}' font-size='11' "
                  "text-anchor='middle'>score, % of the maximum</text></svg>")
     return "".join(parts)
 
@@ -288,8 +288,10 @@ def class_page(rows: list[tuple[str, list[AreaScore]]], runs: dict[str, tuple[Re
         whole = sum(1 for _, found in rows if found[k].failed == 0 and found[k].skipped == 0
                     and found[k].passed > 0)
         mean = sum(found[k].score for _, found in rows) / n if n else 0.0
+        ran = any(found[k].passed + found[k].failed + found[k].skipped for _, found in rows)
+        passed = f"{whole} of {n}" if ran else "none of its tests ran"
         out.append(f"<tr><td>{escape(area.name)}</td><td class='n'>{area.points:g}</td>"
-                   f"<td class='n'>{whole} of {n}</td><td class='n'>{mean:.2f}</td></tr>")
+                   f"<td class='n'>{passed}</td><td class='n'>{mean:.2f}</td></tr>")
     out += ["</table>", "<h2>Common causes</h2>"]
     found_causes = causes(runs)
     if not found_causes:

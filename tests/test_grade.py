@@ -156,6 +156,13 @@ def test_an_area_earns_its_points_times_the_share_of_its_tests_passed():
     assert [(s.score, s.passed, s.failed, s.skipped) for s in found] == [
         (12.5, 5, 1, 2), (0.0, 0, 0, 0)]  # 20 * 5/8; the walk: nothing ran, no credit
     assert [s.score for s in scores(None, rubric)] == [0.0, 0.0]
+    # On the class page, an area none of whose tests ran (-k left them out) says so, not
+    # "0 of 1 passed every test".
+    from gradient_conformance.reports.grading import class_page
+    page = class_page([("a", found)], {"a": (report, "")}, rubric, about="")
+    assert "<td>Tapes</td><td class='n'>20</td><td class='n'>0 of 1</td>" in page
+    assert "<td>The walk</td><td class='n'>10</td><td class='n'>none of its tests ran</td>" \
+        in page
 
 
 def test_variants_the_programs_did_not_tell_apart_are_one_cause_not_several():
