@@ -12,10 +12,8 @@ Figures, not a test: the machine's two cores are shared by the runs and their sa
 from __future__ import annotations
 
 import argparse
-import html
 import json
 import pathlib
-import re
 import shutil
 import subprocess
 import sys
@@ -63,20 +61,18 @@ def grade(folder: pathlib.Path, out: pathlib.Path, how: list[str], extra: list[s
     return time.monotonic() - started
 
 
-def causes_of(out: pathlib.Path) -> dict[str, list[str]]:
-    """Each submission's id -> the common causes the class page counts it under (names, or
-    the crash's words)."""
+def causes_of(out: pathlib.Path) -> list:
+    """The class page's common causes (reports.grading.causes, as the page lists them), from
+    the reports and problems a run of grade wrote to `out`."""
     from gradient_conformance.reports.grading import causes
     from gradient_conformance.reports.records import from_json
+    ran = json.loads((out / "grade.json").read_text())["submissions"]
     runs = {}
-    for folder in sorted((out / "submissions").iterdir()):
-        kept = folder / "report.json"
-        runs[folder.name] = (from_json(kept.read_text()) if kept.is_file() else None, "?")
-    found: dict[str, list[str]] = {ident: [] for ident in runs}
-    for cause in causes(runs):
-        for ident in cause.submissions:
-            found[ident].append(cause.name or cause.says)
-    return found
+    for ident, said in ran.items():
+        kept = out / "submissions" / ident / "report.json"
+        runs[ident] = (None if said["problem"] else from_json(kept.read_text()),
+                       said["problem"])
+    return causes(runs)
 
 
 def main() -> None:
@@ -109,13 +105,17 @@ def main() -> None:
         scores = [(r[0], (r[2] / "scores.csv").read_text()) for r in runs]
         print("scores.csv identical across the runs: "
               f"{all(text == scores[0][1] for _, text in scores)}")
-        page = (last / "class.html").read_text()
+        listed = causes_of(last)
         print("\nthe class page's common causes (the last run's):")
-        for cause in re.findall(r"<h3>(.*?)</h3>", page):
-            print(f"  {html.unescape(re.sub('<[^>]+>', '', cause))}")
+        for cause in listed:
+            named = f" [{cause.name}]" if cause.name else ""
+            print(f"  {cause.says}{named}: {len(cause.submissions)} of {len(made)}")
         print("\neach fault the class was built from, and the causes its submissions are "
               "counted under:")
-        found = causes_of(last)
+        found: dict[str, list[str]] = {ident: [] for ident in made}
+        for cause in listed:
+            for ident in cause.submissions:
+                found[ident].append(cause.name or cause.says)
         for fault in sorted(set(made.values())):
             ids = [i for i, f in made.items() if f == fault]
             said = sorted({", ".join(found[i]) or "(none)" for i in ids})

@@ -61,6 +61,11 @@ class Budget:
         """The time.monotonic() at which what is left runs out."""
         return time.monotonic() + self.left
 
+    @property
+    def spent_reason(self) -> str:
+        """Why a divergence was not reduced, or not explained, once nothing is left."""
+        return f"the run spent its {self.seconds:.0f} s for reducing and explaining divergences"
+
 
 def explain_finding(finding: Finding, impl=None, *, deadline: float | None = None,
                     library: CaseFiles | None = None) -> tuple[Diagnosis, Location]:
@@ -176,8 +181,7 @@ class Explainer:
         """Fill in `d`'s diagnosis and location (a reports.records.Divergence), or say why
         they are not there."""
         if self.budget.left <= 0:
-            self.without(d, f"not explained: the run spent its {self.budget.seconds:.0f} s "
-                         "for reducing and explaining divergences")
+            self.without(d, f"not explained: {self.budget.spent_reason}")
             return
         started = time.monotonic()
         # The experiment takes its own SECONDS from when it starts (confirm.experiment), so

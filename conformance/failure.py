@@ -194,9 +194,7 @@ class FailureStage:
         reduction, reduced = None, 0.0
         if self.shrink:
             if self.budget.left <= 0:
-                reduction = Reduction(finding, reason=f"the run spent its "
-                                      f"{self.budget.seconds:.0f} s for reducing and "
-                                      "explaining divergences")
+                reduction = Reduction(finding, reason=self.budget.spent_reason)
             elif before is not None:
                 reduction = Reduction(finding, reason="a divergence of this signature was "
                                       f"reduced earlier in this run ({before})")

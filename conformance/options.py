@@ -62,22 +62,25 @@ def add_containment(add, prefix: str) -> None:
         "package or named files (its data, the rest of its project); again for more")
 
 
-def _positive_seconds(text: str) -> float:
+def _seconds(text: str) -> float:
     try:
-        value = float(text)
+        return float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+
+
+def _positive_seconds(text: str) -> float:
+    value = _seconds(text)
     if not value > 0:
         raise argparse.ArgumentTypeError("the timeout must be more than 0 seconds")
     return value
 
 
-def _budget_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not value >= 0 or value == float("inf"):
+def budget_seconds(text: str) -> float:
+    """A failure-stage budget's value (the suite's --stage-budget, and grade's): finite
+    seconds, 0 or more; else argparse's usage error."""
+    value = _seconds(text)
+    if not 0 <= value < float("inf"):
         raise argparse.ArgumentTypeError("the budget is a number of seconds, 0 or more")
     return value
 
@@ -119,7 +122,7 @@ def add_options(parser) -> None:
                     "profile's")
     group.addoption("--conformance-no-shrink", action="store_true",
                     help="report failing cases as found, without shrinking them")
-    group.addoption("--conformance-stage-budget", type=_budget_seconds, default=None,
+    group.addoption("--conformance-stage-budget", type=budget_seconds, default=None,
                     metavar="SECONDS", help="the seconds of the run that reducing and "
                     "explaining divergences may take, in all (default 600; 0: every "
                     "divergence as found)")

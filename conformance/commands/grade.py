@@ -34,7 +34,7 @@ from gradient_conformance.conformance.commands.suite import (
     in_subprocess,
 )
 from gradient_conformance.conformance.divergence import write_atomically
-from gradient_conformance.conformance.options import PROFILES, add_containment
+from gradient_conformance.conformance.options import PROFILES, add_containment, budget_seconds
 from gradient_conformance.reports.grading import (
     class_page,
     default_rubric,
@@ -221,7 +221,8 @@ def add_parser(commands) -> None:
     parser.add_argument("-k", dest="select", default=None, metavar="EXPRESSION",
                         help="only the checks pytest's -k EXPRESSION selects")
     parser.add_argument("--case-timeout", type=float, default=20.0)
-    parser.add_argument("--stage-budget", type=float, default=STAGE_BUDGET, metavar="SECONDS",
+    parser.add_argument("--stage-budget", type=budget_seconds, default=STAGE_BUDGET,
+                        metavar="SECONDS",
                         help="the seconds a submission's run may spend reducing and "
                         f"explaining its divergences (default {STAGE_BUDGET:g}; past it a "
                         "divergence is reported as found)")
@@ -232,10 +233,9 @@ def add_parser(commands) -> None:
 
 def run(args) -> int:
     if args.jobs < 1 or (args.max_examples is not None and args.max_examples < 1) or \
-            args.submission_timeout <= 0 or args.case_timeout <= 0 or \
-            not 0 <= args.stage_budget < float("inf"):
-        raise ValueError("--jobs and --max-examples must be at least 1, the timeouts more "
-                         "than 0 seconds, and --stage-budget 0 seconds or more")
+            args.submission_timeout <= 0 or args.case_timeout <= 0:
+        raise ValueError("--jobs and --max-examples must be at least 1, and the timeouts "
+                         "more than 0 seconds")
     if args.scheduler is not None:
         try:
             import distributed  # noqa: F401
