@@ -30,6 +30,7 @@ from gradient_conformance import without_paths
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 OUT = ROOT / "docs" / "tiers.md"
 TIERS = [("first", "make test"), ("second", "make slow")]
+TIMED = re.compile(r" *[\d.]+ s  ")  # a line of seconds, not pytest's closing line after it
 
 
 def sections(output: str) -> dict[str, list[str]]:
@@ -95,11 +96,15 @@ def main(argv: list[str] | None = None) -> int:
         status = status or code
         parts = sections(output)
         slowest = next((v for k, v in parts.items() if "slowest tests" in k), [])
+        costliest = next((v for k, v in parts.items() if "costliest test functions" in k), [])
         figures = parts.get("figures measured by the tests", [])
         lines += [f"## The {name} tier: `{command}`", "",
                   f"- wall time: {minutes(seconds)} (exit {code})",
                   f"- pytest: {summary(output)}", "", "The slowest tests:", "", "```",
-                  *[line for line in slowest if line.strip()], "```", ""]
+                  *[line for line in slowest if TIMED.match(line)], "```", ""]
+        if costliest:
+            lines += ["The costliest test functions, their parametrizations summed:", "",
+                      "```", *[line for line in costliest if TIMED.match(line)], "```", ""]
         if figures:
             lines += ["Figures the tests measured:", "", "```",
                       *[line for line in figures if line.strip()], "```", ""]

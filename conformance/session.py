@@ -66,6 +66,9 @@ class Run:
         self.causes_shown: set[str] = set()
         self.known: Known | None = None  # the entries of --known (known.py), when given
         self.known_written: pathlib.Path | None = None  # where --write-known wrote
+        # check -> its area, topic -> its area (areas.areas, topic_areas): read at the first
+        # record, once a process.
+        self.areas: tuple[dict[str, str], dict[str, str]] | None = None
 
     def _cases_dir(self) -> pathlib.Path:
         option = self.config.getoption
@@ -95,6 +98,24 @@ class Run:
             self.totals = Totals()
         self.totals.take(record)
 
+    def area_of(self, item: pytest.Item, check: str) -> str:
+        """The area of the rubric this test counts in (docs/grading.md, "The rubric"): from
+        its check's docstring, its topic or its rule's row (areas.area_of), the checks'
+        areas read once a process."""
+        from gradient_conformance.conformance.areas import (
+            area_of,
+            areas,
+            topic_areas,
+        )
+        if self.areas is None:
+            try:
+                self.areas = (areas(), topic_areas())
+            except ValueError:  # a check citing no section: no area, never a broken run
+                self.areas = ({}, {})  # (tests/test_grade.py holds every check to one)
+        callspec = getattr(item, "callspec", None)
+        return area_of(check, dict(callspec.params) if callspec is not None else {},
+                       *self.areas)
+
     def record(self, item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestReport,
                tally: Tally | None, staged: Staged | None) -> dict | None:
         """The record of a check's report (None for a setup or teardown that passed): its
@@ -103,15 +124,18 @@ class Run:
         divergence's text becomes the failure's text. A check that found only divergences
         --known expects is an expected failure. Nothing here runs the implementation."""
         check = check_name(item)
+        area = self.area_of(item, check)
         if hasattr(report, "wasxfail"):
-            return {"check": check, "outcome": "xfailed"}
+            return {"check": check, "area": area, "outcome": "xfailed"}
         if call.when != "call" or tally is None:
             if report.outcome == "passed":
                 return None
-            return {"check": check, "outcome": "skipped" if report.skipped else "failed",
+            return {"check": check, "area": area,
+                    "outcome": "skipped" if report.skipped else "failed",
                     **self._skip_reason(report)}
         self._stop_if_it_keeps_hanging(item, tally)
-        record: dict = {"check": check, "outcome": report.outcome, **tally.record()}
+        record: dict = {"check": check, "area": area, "outcome": report.outcome,
+                        **tally.record()}
         if self.impl is not None:
             self.impl.sweep()
             ended = self.impl.ended
@@ -354,7 +378,8 @@ class Run:
             implementation=self.impl.described() if self.impl is not None else {},
             profile=self.profile,
             started=time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(self.started)),
-            seconds=time.monotonic() - self.clock, checks=totals.outcomes, cases=totals.cases,
+            seconds=time.monotonic() - self.clock, checks=totals.outcomes, areas=totals.areas,
+            cases=totals.cases,
             skips={c: sorted(r) for c, r in totals.skips.items()}, ops=totals.ops,
             compared=totals.compared, left_out=totals.left_out,
             conditions=totals.conditions,

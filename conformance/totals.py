@@ -15,7 +15,8 @@ from gradient_conformance.reports.records import Divergence, divergence_from_dic
 
 
 class Totals:
-    """`outcomes`: check -> outcome -> count; `cases`: check -> cases run; `skips`: check
+    """`outcomes`: check -> outcome -> count; `areas`: area -> outcome -> count (a test in
+    its area of the rubric); `cases`: check -> cases run; `skips`: check
     -> its skip reasons; `ops`: op -> check -> [cases run, divergences]; `conditions`:
     check -> condition -> cases that took it (reference/conditions.py); `ulps`: op -> the
     forward error figures; `figures`: name -> merged figures; `divergences`: in arrival
@@ -23,6 +24,8 @@ class Totals:
 
     def __init__(self):
         self.outcomes: dict[str, dict[str, int]] = {}
+        # area -> outcome -> count: the tests of each area of the rubric (docs/grading.md)
+        self.areas: dict[str, dict[str, int]] = {}
         self.cases: dict[str, int] = {}
         self.skips: dict[str, set[str]] = {}
         self.ops: dict[str, dict[str, list[int]]] = {}
@@ -47,6 +50,10 @@ class Totals:
         check = record["check"]
         per_check = self.outcomes.setdefault(check, {})
         per_check[record["outcome"]] = per_check.get(record["outcome"], 0) + 1
+        area = record.get("area", "")
+        if area:
+            per_area = self.areas.setdefault(area, {})
+            per_area[record["outcome"]] = per_area.get(record["outcome"], 0) + 1
         self.cases[check] = self.cases.get(check, 0) + record.get("cases", 0)
         if record.get("skip"):
             self.skips.setdefault(check, set()).add(record["skip"])
@@ -69,6 +76,7 @@ class Totals:
         for entry in record.get("known", []):
             self.known[entry] = self.known.get(entry, 0) + 1
         for d in found:
+            d.area = area
             self.divergences.append(d)
             for op in d.ops:
                 self.ops.setdefault(op, {}).setdefault(check, [0, 0])[1] += 1
@@ -79,7 +87,8 @@ def _checked(record) -> list[Divergence]:
     """The divergences of a well-formed record, or ValueError saying what is wrong."""
     if not isinstance(record, dict):
         raise ValueError(f"a check's record is {type(record).__name__}, not an object")
-    for name, kind in (("check", str), ("outcome", str), ("cases", int), ("skip", str),
+    for name, kind in (("check", str), ("area", str), ("outcome", str), ("cases", int),
+                       ("skip", str),
                        ("ops", dict), ("ulps", dict), ("figures", dict), ("more", list),
                        ("known", list), ("compared", dict), ("left_out", dict)):
         value = record.get(name, kind())

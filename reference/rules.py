@@ -81,3 +81,22 @@ RULES = {
 def rule_key(node) -> str:
     """The row of `node` in RULES (reduce is one row per op= attribute)."""
     return f"reduce.{node.attr('op')}" if node.op == "reduce" else node.op
+
+
+# The rows enumerated by value, in groups, for grading by area (docs/grading.md, "The rubric";
+# SPEC.md, "The rules"): rules that go wrong together, each group an area "The rules: NAME".
+# cast, bitcast and detach pass g as it is or nothing, whatever the values, and are not
+# enumerated by value: their tests are their checks' areas (detach's, "Detach").
+RULE_GROUPS = {
+    "arithmetic": ("add", "mul", "recip"),  # sums and products: g passed on, or times
+    "max and where": ("max", "where"),  # a choice: g to the side taken, halves at a tie
+    "transcendentals": ("exp2", "log2", "sqrt", "sin"),  # times the derivative, as IR ops
+    "reduce and movement": ("reduce.add", "reduce.max", "expand", "reshape"),  # shapes
+}
+
+
+def rule_group(name: str) -> str | None:
+    """The group of the RULES row `name` ("reduce-max" as "reduce.max"), or None for a name
+    that is no row of a group."""
+    row = name.replace("-", ".")
+    return next((group for group, rows in RULE_GROUPS.items() if row in rows), None)

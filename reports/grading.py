@@ -3,19 +3,21 @@ each submission's score by area, Gradescope's results.json, the gradebook's CSV,
 the class has in common.
 
 Nothing here runs anything: `gradient-conformance grade` (conformance/commands/grade.py)
-runs the suite against each submission and hands the reports here, with each check's area
-(conformance/commands/checks.py, `areas`: read from the checks themselves). The rubric gives
-each area points; a submission's score in an area is those points times the share of the
-area's tests that passed.
+runs the suite against each submission and hands the reports here, each of which counts its
+tests by area (conformance/areas.py, `area_of`: read from the checks themselves),
+with every area there is (`area_names`). The rubric gives each area points; a submission's
+score in an area is those points times the share of the area's tests that passed.
 """
 
 from __future__ import annotations
 
 import csv
+import dataclasses
+import hashlib
 import io
 import math
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from gradient_conformance.reports.records import Divergence, Report, crash_cause, visible
 
@@ -37,34 +39,39 @@ class Area:
 @dataclass(frozen=True)
 class Rubric:
     areas: tuple[Area, ...]
-    checks: dict[str, str] = field(default_factory=dict)  # check -> area
+    known: tuple[str, ...] = ()  # every area a test can count in (areas.area_names)
     source: str = "the default rubric: every area 10 points, visible"
 
     def of(self, name: str) -> Area | None:
         return next((a for a in self.areas if a.name == name), None)
 
     @property
+    def left_out(self) -> list[str]:
+        """The areas tests count in that the rubric gives no points to."""
+        given = {a.name for a in self.areas}
+        return [name for name in self.known if name not in given]
+
+    @property
     def total(self) -> float:
         return sum(a.points for a in self.areas)
 
 
-def default_rubric(checks: dict[str, str]) -> Rubric:
-    """Every area of `checks` (check -> area), DEFAULT_POINTS each, visible."""
-    return Rubric(tuple(Area(name, DEFAULT_POINTS) for name in dict.fromkeys(
-        sorted(checks.values()))), checks)
+def default_rubric(known: list[str]) -> Rubric:
+    """Every area of `known` (areas.area_names), DEFAULT_POINTS each, visible."""
+    return Rubric(tuple(Area(name, DEFAULT_POINTS) for name in sorted(set(known))),
+                  tuple(sorted(set(known))))
 
 
-def load_rubric(text: str, where: str, checks: dict[str, str]) -> Rubric:
+def load_rubric(text: str, where: str, known: list[str]) -> Rubric:
     """A rubric from TOML: a table per area, `[area."The walk"]` with `points` (a number, 0
-    or more) and `visibility` (one of VISIBILITIES; "visible" when left out). An area the
-    checks do not name, a key the rubric does not know, or a bad value is a ValueError
-    naming it; an area left out of the file earns nothing and costs nothing. `checks`:
-    check -> area."""
+    or more) and `visibility` (one of VISIBILITIES; "visible" when left out). An area not
+    among `known` (areas.area_names), a key the rubric does not know, or a bad value is a
+    ValueError naming it; an area left out of the file earns nothing and costs nothing."""
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as problem:
         raise ValueError(f"{where}: not TOML: {problem}") from None
-    known = sorted(set(checks.values()))
+    known = sorted(set(known))
     extra = set(data) - {"area"}
     if extra or not isinstance(data.get("area"), dict) or not data["area"]:
         raise ValueError(f"{where}: a rubric is tables [area.\"NAME\"] with points (and "
@@ -72,7 +79,7 @@ def load_rubric(text: str, where: str, checks: dict[str, str]) -> Rubric:
     areas = []
     for name, entry in data["area"].items():
         if name not in known:
-            raise ValueError(f"{where}: [area.\"{name}\"]: no check belongs to it; the areas "
+            raise ValueError(f"{where}: [area.\"{name}\"]: no test counts in it; the areas "
                              f"are: {', '.join(known)}")
         if not isinstance(entry, dict) or set(entry) - {"points", "visibility"}:
             raise ValueError(f"{where}: [area.\"{name}\"]: only points and visibility may "
@@ -87,7 +94,7 @@ def load_rubric(text: str, where: str, checks: dict[str, str]) -> Rubric:
             raise ValueError(f"{where}: [area.\"{name}\"]: visibility = {visibility!r}: one "
                              f"of {', '.join(VISIBILITIES)}")
         areas.append(Area(name, float(points), visibility))
-    return Rubric(tuple(areas), checks, f"the rubric {where}")
+    return Rubric(tuple(areas), tuple(known), f"the rubric {where}")
 
 
 @dataclass
@@ -110,12 +117,10 @@ def scores(report: Report | None, rubric: Rubric) -> list[AreaScore]:
     report earns nothing anywhere."""
     found = []
     for area in rubric.areas:
-        checks = [c for c, a in rubric.checks.items() if a == area.name]
-        counts = [report.checks.get(c, {}) for c in checks] if report is not None else []
-        passed, failed, skipped = (sum(c.get(k, 0) for c in counts)
-                                   for k in ("passed", "failed", "skipped"))
+        counts = report.areas.get(area.name, {}) if report is not None else {}
+        passed, failed, skipped = (counts.get(k, 0) for k in ("passed", "failed", "skipped"))
         ran = passed + failed + skipped
-        first = next((d for d in report.divergences if d.check in checks), None) \
+        first = next((d for d in report.divergences if d.area == area.name), None) \
             if report is not None else None
         found.append(AreaScore(area, round(area.points * passed / ran, 4) if ran else 0.0,
                                passed, failed, skipped, first))
@@ -128,10 +133,13 @@ def total(found: list[AreaScore]) -> float:
 
 
 def first_divergence(d: Divergence) -> str:
-    """What a student sees of an area's first divergence: the summary, the diagnosis and
-    the location, and the program (its case file's text)."""
-    lines = [f"{d.check}: {d.summary}"]
-    lines += [line for line in (d.diagnosis_line, d.location_line) if line]
+    """An area's first divergence as the terminal shows it to the student running the suite
+    (reports/terminal.py): what differs, the program with its lines marked, the inputs,
+    the values, what the implementation said, the diagnosis and the location; then, in place
+    of the grader's own paths to the case file and the command to replay it, the case file's
+    text."""
+    from gradient_conformance.reports.terminal import terminal_text
+    lines = [f"{d.check}: {terminal_text(dataclasses.replace(d, case_file='', replay=''))}"]
     if d.case_text:
         lines += ["", "the program (a case file: gradient-conformance replay FILE "
                   "--impl=YOURS runs it):", d.case_text.rstrip()]
@@ -141,7 +149,8 @@ def first_divergence(d: Divergence) -> str:
 def results_json(found: list[AreaScore], *, seconds: float, problem: str = "",
                  said: str = "") -> dict:
     """Gradescope's results.json for one submission: `score`, `execution_time`, `output`,
-    and a test per area (`name`, `score`, `max_score`, `output`, `visibility`, `tags`)."""
+    and a test per area (`name`, `score`, `max_score`, `status`: passed when every test of
+    the area ran and passed, `output`, `visibility`, `tags`)."""
     tests = []
     for s in found:
         ran = s.passed + s.failed + s.skipped
@@ -150,9 +159,12 @@ def results_json(found: list[AreaScore], *, seconds: float, problem: str = "",
             "no test of this area ran: no credit")
         if s.first is not None:
             output += "\n\nThe first divergence:\n" + first_divergence(s.first)
+        # Said, not left to Gradescope to infer from the points: an area worth 0 points
+        # whose tests failed has failed.
+        whole = ran > 0 and s.failed == 0 and s.skipped == 0
         tests.append({"name": s.area.name, "score": s.score, "max_score": s.area.points,
-                      "output": output, "visibility": s.area.visibility,
-                      "tags": [s.area.name]})
+                      "status": "passed" if whole else "failed", "output": output,
+                      "visibility": s.area.visibility, "tags": [s.area.name]})
     return {"score": total(found),
             "execution_time": round(seconds), "output": problem or said,
             "visibility": "visible", "stdout_visibility": "hidden", "tests": tests}
@@ -170,7 +182,8 @@ def gradebook(rows: list[tuple[str, list[AreaScore]]], rubric: Rubric) -> str:
 
 
 def _number(value: float) -> str:
-    return f"{value:g}"
+    """A score as results.json has it (four decimals at most), without trailing zeros."""
+    return f"{value:.4f}".rstrip("0").rstrip(".")
 
 
 @dataclass
@@ -201,8 +214,9 @@ def causes(runs: dict[str, tuple[Report | None, str]]) -> list[Cause]:
             cause.program, cause.shown_by = text, ident
     for ident, (report, problem) in runs.items():
         if report is None:
-            take(f"problem:{problem.split(':')[0]}", f"the run ended without a report "
-                 f"({problem.split(':')[0]})", "", ident, None)
+            kind = problem_kind(problem)
+            take(f"problem:{kind}", f"the run ended without a report ({kind})", "", ident,
+                 None)
             continue
         # A variant named alone is a cause of this submission; a divergence whose programs
         # did not tell several variants apart is one cause naming them all, unless one of
@@ -228,11 +242,23 @@ def causes(runs: dict[str, tuple[Report | None, str]]) -> list[Cause]:
     return sorted(found.values(), key=lambda c: (-len(c.submissions), c.name, c.says))
 
 
-def anonymous(idents: list[str]) -> dict[str, str]:
-    """Each submission's name on the class page unless names are asked for: s1, s2, ... in
-    the order of the submissions' own ids."""
+def problem_kind(problem: str) -> str:
+    """What kind of problem kept a run from its report, without its details (which may
+    quote a submission's files, and so name its student): the text before the first colon
+    ("exit status 2", "did not finish", "no implementation to load")."""
+    return problem.split(":")[0]
+
+
+def anonymous(idents: list[str], key: str = "") -> dict[str, str]:
+    """Each submission's name on the class page unless names are asked for: s1, s2, ...,
+    zero-padded to one width (s01 ... s16), in an order drawn from `key` (a secret `grade`
+    draws for each run; grade.json keeps the ids it dealt, never the key): not the order of
+    the submissions' own ids, which a class list would undo. Without a key, the ids'
+    order."""
     width = len(str(len(idents)))
-    return {ident: f"s{k:0{width}d}" for k, ident in enumerate(sorted(idents), start=1)}
+    order = sorted(idents, key=lambda i: hashlib.sha256(f"{key}\0{i}".encode()).hexdigest()) \
+        if key else sorted(idents)
+    return {ident: f"s{k:0{width}d}" for k, ident in enumerate(order, start=1)}
 
 
 def _histogram(totals: list[float], top: float) -> str:
@@ -243,7 +269,8 @@ def _histogram(totals: list[float], top: float) -> str:
         bins[min(9, int(10 * t / top)) if top else 0] += 1
     tallest = max(bins) or 1
     width, height, bar = 420, 160, 40
-    parts = [f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height + 50}' "
+    # Below the bars: the bins' labels, and the axis's, with room for its descenders.
+    parts = [f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height + 56}' "
              "role='img' aria-label='the score distribution'>"]
     for k, n in enumerate(bins):
         h = round(height * n / tallest)
@@ -262,12 +289,26 @@ def _histogram(totals: list[float], top: float) -> str:
 
 
 def class_page(rows: list[tuple[str, list[AreaScore]]], runs: dict[str, tuple[Report | None,
-               str]], rubric: Rubric, *, about: str, names: bool = False) -> str:
+               str]], rubric: Rubric, *, about: str, names: bool = False,
+               paths: dict[str, list[str]] | None = None,
+               ids: dict[str, str] | None = None) -> str:
     """The class page: the score distribution, per area the share of the class with every
     test passed and the mean score, and the common causes with the submissions that show
-    each and the shortest program that does; submissions by anonymous ids unless `names`."""
+    each and the shortest program that does; submissions by anonymous ids unless `names`
+    (`ids`, else `anonymous`'s in the ids' order), listed in the order of those ids, a run
+    without a report by the kind of its problem alone, and each of a submission's `paths`
+    (its files, its results' folder), wherever a program quotes it, by its id too."""
     from html import escape
-    shown = {i: i for i, _ in rows} if names else anonymous([i for i, _ in rows])
+    shown = {i: i for i, _ in rows} if names else ids or anonymous([i for i, _ in rows])
+    named = sorted(((path, shown[i]) for i, listed in (paths or {}).items() if i in shown
+                    for path in listed if path), key=lambda pair: -len(pair[0]))
+
+    def scrub(text: str) -> str:
+        if names:
+            return text
+        for path, ident in named:  # the longest first: a folder's file before the folder
+            text = text.replace(path, f"<{ident}>")
+        return text
     totals = [total(found) for _, found in rows]
     n = len(rows)
     out = ["<!doctype html><html><head><meta charset='utf-8'><title>The class, graded"
@@ -278,9 +319,10 @@ def class_page(rows: list[tuple[str, list[AreaScore]]], runs: dict[str, tuple[Re
            "<h1>The class, graded</h1>", f"<p>{escape(about)}</p>"]
     if n:
         mean = sum(totals) / n
+        ordered = sorted(totals)
+        median = (ordered[(n - 1) // 2] + ordered[n // 2]) / 2
         out.append(f"<p>{n} submission{'s' if n != 1 else ''}; mean score "
-                   f"{mean:.2f} of {rubric.total:g}; median "
-                   f"{sorted(totals)[n // 2]:.2f}.</p>")
+                   f"{mean:.2f} of {rubric.total:g}; median {median:.2f}.</p>")
     out += ["<h2>The scores</h2>", _histogram(totals, rubric.total), "<h2>Per area</h2>",
             "<table><tr><th>area</th><th>points</th><th>every test passed</th>"
             "<th>mean score</th></tr>"]
@@ -300,18 +342,20 @@ def class_page(rows: list[tuple[str, list[AreaScore]]], runs: dict[str, tuple[Re
     for c in found_causes:
         who = ", ".join(shown[i] for i in sorted(c.submissions, key=lambda i: shown[i]))
         label = f" [<code>{escape(c.name)}</code>]" if c.name else ""
-        out.append(f"<h3>{escape(c.says)}{label}: {len(c.submissions)} of {n}</h3>"
+        out.append(f"<h3>{escape(scrub(c.says))}{label}: {len(c.submissions)} of {n}</h3>"
                    f"<p>{escape(who)}</p>")
         if c.program:
             out.append(f"<p>The shortest program that shows it ({escape(shown[c.shown_by])}"
-                       f"'s):</p><pre>{escape(visible(c.program))}</pre>")
+                       f"'s):</p><pre>{escape(visible(scrub(c.program)))}</pre>")
     out += ["<h2>The submissions</h2>", "<table><tr><th>submission</th><th>score</th>"
             "<th>report</th></tr>"]
-    for (ident, _), score in zip(rows, totals, strict=True):
+    for (ident, _), score in sorted(zip(rows, totals, strict=True),
+                                    key=lambda row: shown[row[0][0]]):
         report, problem = runs[ident]
         link = (f"<a href='submissions/{escape(ident)}/report.html'>report</a>"
-                if names and report is not None else escape(problem) if report is None else
-                "")
+                if names and report is not None else escape(problem if names else
+                                                            problem_kind(problem))
+                if report is None else "")
         out.append(f"<tr><td>{escape(shown[ident])}</td><td class='n'>{score:g}</td>"
                    f"<td>{link}</td></tr>")
     out.append("</table></body></html>")

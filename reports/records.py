@@ -112,6 +112,7 @@ class Divergence:
     # hash): whoever keeps the store writes it (conformance/divergence.py, `save`).
     case_text: str = ""
     case_name: str = ""
+    area: str = ""  # the area of the rubric of the test that found it (docs/grading.md)
 
     @property
     def key(self) -> str:
@@ -128,6 +129,9 @@ class Report:
     started: str = ""
     seconds: float = 0.0
     checks: dict[str, dict[str, int]] = field(default_factory=dict)
+    # area -> outcome -> count: each test in its area of the rubric (docs/grading.md, "The
+    # rubric"), for grading
+    areas: dict[str, dict[str, int]] = field(default_factory=dict)
     cases: dict[str, int] = field(default_factory=dict)  # check -> the cases it ran
     skips: dict[str, list[str]] = field(default_factory=dict)  # check -> its skip reasons
     # check -> how -> outputs compared (bit for bit, within the declared ulps, against the
@@ -340,6 +344,11 @@ def from_json(text: str) -> Report:
     if schema != SCHEMA:
         raise ValueError(f"a report of schema {schema!r}; this reader knows {SCHEMA!r}")
     values = _typed(Report, data, "the report")
+    for name in ("checks", "areas"):  # counts that grading adds up
+        if not all(isinstance(outcomes, dict) and all(
+                isinstance(k, str) and type(n) is int and n >= 0 for k, n in outcomes.items())
+                for outcomes in values.get(name, {}).values()):
+            raise ValueError(f"the report's {name!r} are not outcome -> count")
     values["divergences"] = [divergence_from_dict(d) for d in values.get("divergences", [])]
     if "implementation" not in values:
         raise ValueError("a report without its implementation")

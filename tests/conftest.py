@@ -42,6 +42,7 @@ FIGURES: list[str] = []
 # reports, so that under xdist the controller sees every worker's tests.
 SECONDS: dict[str, float] = {}
 SLOWEST = 10
+COSTLIEST = 5
 
 
 def pytest_addoption(parser):
@@ -79,6 +80,15 @@ def pytest_terminal_summary(terminalreporter):
             terminalreporter.write_line(f"{seconds:7.1f} s  {nodeid}")
         terminalreporter.write_line(f"{sum(SECONDS.values()):7.1f} s  in all, {len(SECONDS)} "
                                     "tests (summed over the workers: CPU-bound, not wall time)")
+        # A function's parametrizations summed: 74 catalogue variants at 60 s each cost more
+        # than any one test, and show only here.
+        functions: dict[str, list[float]] = {}
+        for nodeid, seconds in SECONDS.items():
+            functions.setdefault(nodeid.split("[")[0], []).append(seconds)
+        terminalreporter.section(f"the {COSTLIEST} costliest test functions, their "
+                                 "parametrizations summed")
+        for name, each in sorted(functions.items(), key=lambda kv: -sum(kv[1]))[:COSTLIEST]:
+            terminalreporter.write_line(f"{sum(each):7.1f} s  {name} ({len(each)} tests)")
         # Every test's, for benchmarks/tiers.py to keep beside the tier's log (where to
         # trim a tier is a question of all of them, not of the ten slowest).
         every = os.environ.get("GRADIENT_CONFORMANCE_TEST_SECONDS")

@@ -6,6 +6,8 @@ dated file with no path of the machine in it. No timing is asserted here (docs/b
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import subprocess
 import sys
@@ -15,6 +17,7 @@ import pytest
 from benchmarks.suite_speed import chain_figures
 from benchmarks.workloads.make import FILES, HERE
 from gradient_conformance.conformance.transports.confinement import bwrap_usable
+from gradient_conformance.implementations.faults import FAULTS
 from tests.conftest import ROOT
 
 
@@ -65,6 +68,31 @@ def test_the_results_file_is_dated_and_names_no_path_of_the_machine(tmp_path, mo
     assert again.index("## results") < again.index("## tiers")
     assert str(ROOT) not in text and sys.prefix not in text
     assert results.scrubbed(f"{ROOT}/x and {sys.prefix}/bin") == "./x and <venv>/bin"
+
+
+def test_a_tier_s_record_keeps_its_slowest_tests_and_costliest_functions(tmp_path):
+    """benchmarks/tiers.py reads what tests/conftest.py prints at the end of a real run: the
+    slowest tests, and each test function's parametrizations summed (where a trim is chosen),
+    and every test's seconds in the file the variable names."""
+    from benchmarks import tiers
+    every = tmp_path / "every.json"
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+         "tests/test_vocabulary.py"], cwd=ROOT, capture_output=True, text=True, timeout=600,
+        env={**os.environ, "GRADIENT_CONFORMANCE_TEST_SECONDS": str(every)})
+    assert run.returncode == 0, run.stdout[-2000:]
+    parts = tiers.sections(run.stdout)
+    slowest = next(v for k, v in parts.items() if "slowest tests" in k)
+    costliest = [line for line in next(v for k, v in parts.items()
+                                       if "costliest test functions" in k)
+                 if tiers.TIMED.match(line)]
+    seconds = json.loads(every.read_text())
+    assert len([line for line in slowest if " s  tests/" in line]) == min(10, len(seconds))
+    functions = {nodeid.split("[")[0] for nodeid in seconds}
+    assert len(costliest) == min(5, len(functions)), costliest
+    name, count = re.fullmatch(r" *[\d.]+ s  (\S+) \((\d+) tests\)", costliest[0]).groups()
+    assert name in functions
+    assert int(count) == sum(1 for nodeid in seconds if nodeid.split("[")[0] == name)
 
 
 def test_chain_figures_are_per_node():
@@ -177,16 +205,24 @@ def test_the_first_answer_script_prints_start_up_first_divergence_and_statements
 
 
 @pytest.mark.slow
-def test_the_grading_script_prints_the_time_of_a_class_and_its_causes():
-    """docs/grading.md, "Time": the figures' form, on the tape checks alone (a few seconds a
-    submission): the time at each --jobs, and the class page's causes beside the faults the
-    class was built from."""
-    run = subprocess.run([sys.executable, "-m", "benchmarks.grade_class", "--jobs", "1", "2",
-                          "--", "-k", "tape_case_file or tape_at_every and fan and 3",
-                          "--max-examples", "2"], cwd=ROOT, capture_output=True, text=True,
-                         timeout=1800)
+def test_the_grading_script_counts_each_built_fault_under_its_own_cause():
+    """Issue 56, "Tests": the class page names each seeded cause with the right count. The
+    synthetic class (each seeded fault, the fast implementation, a crash, three tape
+    students) graded on the case files (which kill every seeded fault: docs/tiers.md) and
+    the enumerated tapes, at --jobs 2: each submission is counted under exactly the cause it
+    was built with, and the fast one under none (docs/grading.md, "Time": the script's
+    figures' form too)."""
+    from tests.test_seeded_faults import DIAGNOSED_AS
+    run = subprocess.run([sys.executable, "-m", "benchmarks.grade_class", "--jobs", "2",
+                          "--", "-k", "case_file or tape_at_every", "--max-examples", "2"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=1800)
     assert run.returncode == 0, run.stderr[-3000:]
     out = run.stdout
-    assert out.startswith("a class of ") and "--jobs 1: " in out and "--jobs 2: " in out, out
-    assert "scores.csv identical across the runs: True" in out, out
-    assert "  tape depth_first x1: tape-depth-first" in out, out
+    assert out.startswith("a class of 16 submissions; grade -k ") and "--jobs 2: " in out, out
+    built = {**{fault: DIAGNOSED_AS[fault] for fault in FAULTS}, "(no fault)": "(none)",
+             "AttributeError": "crashes with AttributeError",
+             "tape depth_first": "tape-depth-first",
+             "tape numpy_sum": "tape-blocked-past-eight",
+             "tape zero_passes_nothing": "tape-zero-passes-nothing"}
+    table = out[out.index("each fault the class was built from"):].splitlines()[1:]
+    assert sorted(table) == sorted(f"  {fault} x1: {cause}" for fault, cause in built.items())

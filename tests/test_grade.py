@@ -9,13 +9,14 @@ import csv
 import io
 import json
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
 
 import pytest
 
-from gradient_conformance.conformance.commands.checks import areas as check_areas
+from gradient_conformance.conformance.areas import areas as check_areas
 from gradient_conformance.reports.grading import (
     VISIBILITIES,
     Area,
@@ -26,6 +27,7 @@ from gradient_conformance.reports.grading import (
 )
 from gradient_conformance.reports.records import Report
 from tests.conftest import ROOT
+from tests.test_reports import _browse, _chromium
 
 IMPLS = ROOT / "tests" / "impls"
 # Enough of the suite to tell the class's faults apart, in seconds a submission: the tape
@@ -86,13 +88,23 @@ def _grade(submissions: pathlib.Path, out: pathlib.Path, *args: str):
                           capture_output=True, text=True, timeout=1200)
 
 
+# The keys Gradescope's autograder specification documents ("Output format"), top-level and
+# per test: any other is not Gradescope's.
+GRADESCOPE_KEYS = {"score", "execution_time", "output", "output_format", "test_output_format",
+                   "test_name_format", "visibility", "stdout_visibility", "extra_data", "tests",
+                   "leaderboard"}
+GRADESCOPE_TEST_KEYS = {"score", "max_score", "status", "name", "name_format", "number",
+                        "output", "output_format", "tags", "visibility", "extra_data"}
+
+
 def valid_gradescope_results(data) -> list[str]:
     """What in `data` breaks Gradescope's documented results.json (its autograder
-    specification): a number `score` (or per-test scores), `execution_time` a number,
-    `output` a string, `visibility` one of its four, and `tests` a list of objects with a
-    string `name`, numbers `score` and `max_score`, a string `output`, a `visibility` and a
-    list of string `tags`."""
-    wrong = []
+    specification): only its keys; a number `score` (or per-test scores), `execution_time` a
+    number, `output` a string, `visibility` one of its four, and `tests` a list of objects
+    with a string `name`, numbers `score` and `max_score` (the score no more than the
+    maximum), `status` passed or failed, a string `output`, a `visibility` and a list of
+    string `tags`."""
+    wrong = sorted(set(data) - GRADESCOPE_KEYS)
     number = (int, float)
     if not isinstance(data.get("score"), number) or isinstance(data.get("score"), bool):
         wrong.append("score")
@@ -103,8 +115,14 @@ def valid_gradescope_results(data) -> list[str]:
         if key in data and data[key] not in VISIBILITIES:
             wrong.append(key)
     for k, test in enumerate(data.get("tests", [])):
+        wrong += [f"tests[{k}].{key}" for key in sorted(set(test) - GRADESCOPE_TEST_KEYS)]
         if not isinstance(test.get("name"), str):
             wrong.append(f"tests[{k}].name")
+        if test.get("status", "passed") not in ("passed", "failed"):
+            wrong.append(f"tests[{k}].status")
+        if isinstance(test.get("score"), number) and isinstance(test.get("max_score"), number) \
+                and test["score"] > test["max_score"]:
+            wrong.append(f"tests[{k}].score > max_score")
         for key in ("score", "max_score"):
             if not isinstance(test.get(key), number) or isinstance(test.get(key), bool):
                 wrong.append(f"tests[{k}].{key}")
@@ -128,13 +146,75 @@ def test_every_check_belongs_to_an_area_its_docstring_names():
         assert area == "Case files" or f"## {area}" in spec or f"**{area}.**" in spec, check
 
 
+def _tests_of_every_check() -> list[tuple[str, dict]]:
+    """(check, its parameters) for every test the suite's checks parametrize: read from
+    their own pytest marks, as collection makes them."""
+    import importlib
+    import itertools
+
+    from gradient_conformance.conformance.areas import CHECKS
+    found = []
+    for path in sorted(CHECKS.glob("test_*.py")):
+        module = importlib.import_module(f"gradient_conformance.conformance.checks.{path.stem}")
+        for name in dir(module):
+            function = getattr(module, name)
+            if not name.startswith("test_") or not callable(function):
+                continue
+            grids = []
+            for mark in getattr(function, "pytestmark", []):
+                if mark.name == "parametrize":
+                    names, values = mark.args[0], mark.args[1]
+                    names = [n.strip() for n in names.split(",")] if isinstance(names, str) \
+                        else list(names)
+                    grids.append([dict(zip(names, v if len(names) > 1 else (v,), strict=True))
+                                  for v in values])
+            for combination in itertools.product(*grids):
+                found.append((name, {k: v for part in combination for k, v in part.items()}))
+    return found
+
+
+def test_each_area_of_the_issue_has_tests_and_every_area_some():
+    """Issue 56's areas, in the spec's terms: text, hash consing, forward arithmetic, each
+    rule group, the walk's order, detach, rejection, loops and calls, tapes. Each test's
+    area comes from its check's docstring, its topic or its rule's row (areas.area_of), and
+    every area the rubric may name is the area of some test (none that nothing can earn)."""
+    from gradient_conformance.conformance.areas import (
+        area_names,
+        area_of,
+        topic_areas,
+    )
+    from gradient_conformance.reference.rules import RULE_GROUPS
+    checks, topics = check_areas(), topic_areas()
+    tests = _tests_of_every_check()
+    reached: dict[str, int] = {}
+    for check, params in tests:
+        area = area_of(check, params, checks, topics)
+        reached[area] = reached.get(area, 0) + 1
+    assert sorted(reached) == area_names(), (sorted(reached), area_names())
+    for area in ("Text form", "Hash consing", "Values and arithmetic", "The walk", "Detach",
+                 "When gradient is rejected", "Loops and calls", "Tapes",
+                 *(f"The rules: {group}" for group in RULE_GROUPS)):
+        assert reached.get(area, 0) > 0, area
+    assert area_of("test_rule_at_every_value_class", {"name": "mul/second"}, checks,
+                   topics) == "The rules: arithmetic"
+    assert area_of("test_rules_over_every_axis_set", {"op": "reduce-max"}, checks,
+                   topics) == "The rules: reduce and movement"
+    assert area_of("test_semantics", {"topic": "detach", "name": "gradient/x.ir"}, checks,
+                   topics) == "Detach"
+    assert area_of("test_case_file", {"path": "x"}, checks, topics) == "Case files"
+    # Every row enumerated by value is in one group; the others pass g whatever the values.
+    from gradient_conformance.generators.enumerations import enumerated_ops
+    grouped = [row for rows in RULE_GROUPS.values() for row in rows]
+    assert len(grouped) == len(set(grouped)) and set(enumerated_ops()) <= set(grouped)
+
+
 def test_a_rubric_says_what_is_wrong_with_it():
-    checks = {"test_a": "Tapes", "test_b": "The walk"}
+    known = ["Tapes", "The walk"]
     rubric = load_rubric('[area."Tapes"]\npoints = 30\n[area."The walk"]\npoints = 10\n'
-                         'visibility = "hidden"\n', "r.toml", checks)
+                         'visibility = "hidden"\n', "r.toml", known)
     assert [(a.name, a.points, a.visibility) for a in rubric.areas] == [
         ("Tapes", 30.0, "visible"), ("The walk", 10.0, "hidden")]
-    for text, said in (('[area."Walk"]\npoints = 1\n', 'no check belongs to it; the areas '
+    for text, said in (('[area."Walk"]\npoints = 1\n', 'no test counts in it; the areas '
                         'are: Tapes, The walk'),
                        ('[area."Tapes"]\npoints = -1\n', "give a number, 0 or more"),
                        ('[area."Tapes"]\npoints = 1\nvisibility = "soon"\n', "one of hidden"),
@@ -142,20 +222,27 @@ def test_a_rubric_says_what_is_wrong_with_it():
                        ('[area."Tapes"\npoints = 1\n', "not TOML"),
                        ('title = "x"\n', "found title")):
         with pytest.raises(ValueError, match=r"r\.toml") as raised:
-            load_rubric(text, "r.toml", checks)
+            load_rubric(text, "r.toml", known)
         assert said in str(raised.value), str(raised.value)
-    assert [a.name for a in default_rubric(checks).areas] == ["Tapes", "The walk"]
+    assert [a.name for a in default_rubric(known).areas] == ["Tapes", "The walk"]
+    assert default_rubric(known).left_out == [] and load_rubric(
+        '[area."Tapes"]\npoints = 3\n', "r.toml", known).left_out == ["The walk"]
 
 
 def test_an_area_earns_its_points_times_the_share_of_its_tests_passed():
-    rubric = Rubric((Area("Tapes", 20.0), Area("The walk", 10.0)),
-                    {"test_a": "Tapes", "test_b": "Tapes", "test_c": "The walk"})
-    report = Report(implementation={}, checks={"test_a": {"passed": 3, "failed": 1},
-                                               "test_b": {"passed": 2, "skipped": 2}})
+    from gradient_conformance.reports.records import Divergence
+    rubric = Rubric((Area("Tapes", 20.0), Area("The walk", 10.0), Area("Detach", 5.0)),
+                    ("Detach", "Tapes", "The walk"))
+    first = Divergence("test_semantics", "test_semantics[detach-x.ir]", "wrong", area="Detach")
+    report = Report(implementation={}, areas={"Tapes": {"passed": 5, "failed": 1,
+                                                        "skipped": 2},
+                                              "Detach": {"passed": 1, "failed": 1}},
+                    divergences=[first])
     found = scores(report, rubric)
     assert [(s.score, s.passed, s.failed, s.skipped) for s in found] == [
-        (12.5, 5, 1, 2), (0.0, 0, 0, 0)]  # 20 * 5/8; the walk: nothing ran, no credit
-    assert [s.score for s in scores(None, rubric)] == [0.0, 0.0]
+        (12.5, 5, 1, 2), (0.0, 0, 0, 0), (2.5, 1, 1, 0)]  # 20 * 5/8; the walk: nothing ran
+    assert [s.first for s in found] == [None, None, first]  # by the area of its test
+    assert [s.score for s in scores(None, rubric)] == [0.0, 0.0, 0.0]
     # On the class page, an area none of whose tests ran (-k left them out) says so, not
     # "0 of 1 passed every test".
     from gradient_conformance.reports.grading import class_page
@@ -163,6 +250,37 @@ def test_an_area_earns_its_points_times_the_share_of_its_tests_passed():
     assert "<td>Tapes</td><td class='n'>20</td><td class='n'>0 of 1</td>" in page
     assert "<td>The walk</td><td class='n'>10</td><td class='n'>none of its tests ran</td>" \
         in page
+
+
+def test_a_report_whose_counts_are_not_counts_is_refused():
+    """Grading adds up a report's counts, read back as data: each area's and each check's
+    outcomes must be whole counts, 0 or more; the area a divergence carries must be text."""
+    from gradient_conformance.reports.records import Divergence, from_json, to_json
+    good = Report(implementation={"name": "x"}, areas={"Tapes": {"passed": 2}},
+                  divergences=[Divergence("c", "c[x]", "s", area="Detach")])
+    assert from_json(to_json(good)) == good
+    for field, value in (("areas", {"Tapes": {"passed": "2"}}), ("areas", {"Tapes": 2}),
+                         ("checks", {"c": {"failed": -1}}), ("checks", {"c": {"passed": True}})):
+        data = json.loads(to_json(good))
+        data[field] = value
+        with pytest.raises(ValueError, match=f"'{field}' are not outcome -> count"):
+            from_json(json.dumps(data))
+    data = json.loads(to_json(good))
+    data["divergences"][0]["area"] = 3
+    with pytest.raises(ValueError, match="'area'"):
+        from_json(json.dumps(data))
+
+
+def test_anonymous_ids_are_dealt_in_an_order_no_class_list_undoes():
+    """docs/grading.md, "What is written": s01, s02, ... in an order drawn from a key, the
+    same for the same key, another for another, and not the names' order."""
+    from gradient_conformance.reports.grading import anonymous
+    names = [f"student{k:02d}" for k in range(20)]
+    dealt = anonymous(names, "one key")
+    assert sorted(dealt.values()) == [f"s{k:02d}" for k in range(1, 21)]
+    assert anonymous(names, "one key") == dealt != anonymous(names, "another key")
+    assert [dealt[n] for n in names] != sorted(dealt.values())  # not the names' order
+    assert anonymous(names) == {n: f"s{k:02d}" for k, n in enumerate(names, start=1)}
 
 
 def test_variants_the_programs_did_not_tell_apart_are_one_cause_not_several():
@@ -193,6 +311,9 @@ def test_a_class_is_graded_fairly_as_the_rubric_says(tmp_path):
     first = _grade(submissions, tmp_path / "out1", "--jobs", "2", "--rubric", str(rubric))
     assert first.returncode == 0, first.stderr[-3000:]
     assert "graded 5 submissions" in first.stdout
+    assert f"the rubric {rubric} gives no points to the areas Detach, Hash consing, " \
+        "Loops and calls, Operations, Text form, The rules, The rules: arithmetic" in \
+        first.stderr, first.stderr[-2000:]
     book = list(csv.DictReader(io.StringIO((tmp_path / "out1" / "scores.csv").read_text())))
     assert [row["submission"] for row in book] == ["alice", "bob", "carol", "dave", "perfect"]
     for row in book:
@@ -213,7 +334,13 @@ def test_a_class_is_graded_fairly_as_the_rubric_says(tmp_path):
     assert "[<code>tape-depth-first</code>]: 2 of 5" in page
     assert "[<code>tape-zero-passes-nothing</code>]: 1 of 5" in page
     assert "crashes with KeyError: 1 of 5" in page
-    assert "alice" not in page and "s1, s2" in page  # anonymous ids by default
+    assert "alice" not in page and re.search(r"<p>s\d, s\d</p>", page)  # anonymous ids
+    # In an order no class list undoes, kept for the staff in grade.json.
+    ids = json.loads((tmp_path / "out1" / "grade.json").read_text())["anonymous"]
+    assert sorted(ids) == ["alice", "bob", "carol", "dave", "perfect"]
+    assert sorted(ids.values()) == ["s1", "s2", "s3", "s4", "s5"]
+    listed = re.findall(r"<tr><td>(s\d)</td>", page)
+    assert listed == sorted(listed) == sorted(ids.values())
     # The re-run, at --jobs 1, of three of the five (one of each kind: a fault, a crash, a
     # pass; fewer, for the first tier's time): the same rows and the same results.
     for who in ("alice", "carol"):
@@ -240,9 +367,18 @@ def test_a_hostile_submission_changes_nothing_of_another_s(tmp_path):
     assert alone.returncode == 0, alone.stderr[-3000:]
     mark = tmp_path / "mark"
     (submissions / "eve.py").write_text(HOSTILE.replace("/tmp/grade-hostile-mark", str(mark)))
+    (submissions / "mallory.py").write_text("def backprop(tape)\n")  # not Python: no load
     graded = _grade(submissions, tmp_path / "out-with", "--jobs", "2")
     assert graded.returncode == 0, graded.stderr[-3000:]
     assert not mark.exists()
+    # The page is anonymous also where a problem quotes the submission's file: it shows the
+    # problem's kind alone (grade.json, for the staff, has it whole).
+    problem = json.loads((tmp_path / "out-with" / "grade.json").read_text())[
+        "submissions"]["mallory"]["problem"]
+    assert problem.startswith("exit status 2: ") and "mallory.py" in problem, problem
+    page = (tmp_path / "out-with" / "class.html").read_text()
+    assert "mallory" not in page
+    assert "the run ended without a report (exit status 2): 1 of 5" in page
     left = subprocess.run(["pgrep", "-f", "sleep 299.5"], capture_output=True, text=True)
     assert left.stdout == "", "the hostile submission's process outlived its run"
     for who in ("alice", "dave", "perfect"):
@@ -252,20 +388,171 @@ def test_a_hostile_submission_changes_nothing_of_another_s(tmp_path):
         assert a == b, who
     eve = json.loads((tmp_path / "out-with" / "submissions" / "eve" / "results.json")
                      .read_text())
-    assert valid_gradescope_results(eve) == [] and eve["score"] <= 100
+    assert valid_gradescope_results(eve) == []
 
 
-def test_a_submission_folder_it_cannot_read_is_a_clear_error(tmp_path):
+def test_a_submission_it_cannot_read_stops_no_other_s(tmp_path):
+    """A folder whose implementation cannot be told is graded 0 and says why; an entry whose
+    name is no id is left out, saying so; a class with nothing to grade is a usage error."""
     (tmp_path / "class").mkdir()
     (tmp_path / "class" / "two").mkdir()
     for name in ("a.py", "b.py"):
         (tmp_path / "class" / "two" / name).write_text("")
+    (tmp_path / "class" / "José García").mkdir()  # an id in any script, spaces within
+    (tmp_path / "class" / "loop").mkdir()
+    (tmp_path / "class" / "loop" / "impl.py").symlink_to("impl.py")  # a link to itself
+    (tmp_path / "class" / "no (id).py").write_text("")
+    (tmp_path / "class" / "two.py").write_text("")  # the id of the folder `two` too
     run = subprocess.run([sys.executable, "-m", "gradient_conformance", "grade",
                           str(tmp_path / "class"), "--out", str(tmp_path / "out")],
                          capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0 and "Traceback" not in run.stderr, run.stderr[-3000:]
+    assert "graded 3 submissions" in run.stdout and "2 left out" in run.stdout
+    assert "'no (id).py' left out: not a submission id" in run.stderr
+    assert "'two.py' left out: another entry has the id 'two' too: rename one" in run.stderr
+    for ident, problem in (("two", "no implementation to load: 2 .py files at its top level "
+                            "(a.py, b.py): name the implementation's module with --module"),
+                           ("José García", "no implementation to load: 0 .py files at its "
+                            "top level"),
+                           ("loop", "no implementation to load: ")):
+        results = json.loads((tmp_path / "out" / "submissions" / ident / "results.json")
+                             .read_text())
+        assert valid_gradescope_results(results) == [] and results["score"] == 0
+        assert results["output"].startswith(problem), results["output"]
+    ran = json.loads((tmp_path / "out" / "grade.json").read_text())
+    assert list(ran["left_out"]) == ["no (id).py", "two.py"]
+    for ident in ("two", "José García", "loop"):
+        shutil.rmtree(tmp_path / "class" / ident)
+    (tmp_path / "class" / "two.py").unlink()
+    again = subprocess.run([sys.executable, "-m", "gradient_conformance", "grade",
+                            str(tmp_path / "class"), "--out", str(tmp_path / "out2")],
+                           capture_output=True, text=True, timeout=120)
+    assert again.returncode == 2 and "Traceback" not in again.stderr
+    assert "no submission in it (a .py file or a folder each); 'no (id).py': not a " \
+        "submission id" in again.stderr
+
+
+def test_a_manifest_of_programs_is_graded_by_area_and_names_them_when_asked(tmp_path):
+    """docs/grading.md, "Submissions": a TOML manifest of a `cmd:` program (the fast
+    implementation served over the protocol, as a program in another language is) and a
+    path relative to the manifest (the recip-form fault), graded on two areas of a rubric,
+    one of them hidden: each area's score is its points times the share of its tests passed,
+    its visibility is the rubric's, and --names puts the names and the reports' links on
+    the page."""
+    (tmp_path / "ben.py").write_text(
+        "from gradient_conformance.implementations.faults import seeded\n"
+        "build, NAME, VERSION, CAPABILITIES = seeded('recip_form')\n")
+    (tmp_path / "class.toml").write_text(
+        "[submissions]\n"
+        f"ann = \"cmd:{sys.executable} -m gradient_conformance serve "
+        "gradient_conformance.implementations.fast\"\n"
+        "ben = \"ben.py\"\n")
+    (tmp_path / "rubric.toml").write_text(
+        '[area."Case files"]\npoints = 10\n[area."Detach"]\npoints = 5\n'
+        'visibility = "hidden"\n')
+    run = subprocess.run([sys.executable, "-m", "gradient_conformance", "grade",
+                          str(tmp_path / "class.toml"), "--out", str(tmp_path / "out"),
+                          "--rubric", str(tmp_path / "rubric.toml"), "--names", "--jobs", "2",
+                          "-k", "test_case_file and (recip or detach) or test_semantics and "
+                          "detach"], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    book = {row["submission"]: row for row in csv.DictReader(io.StringIO(
+        (tmp_path / "out" / "scores.csv").read_text()))}
+    assert set(book) == {"ann", "ben"}
+    for ident, row in book.items():
+        report = json.loads((tmp_path / "out" / "submissions" / ident / "report.json")
+                            .read_text())
+        for area, points in (("Case files", 10), ("Detach", 5)):
+            counts = report["areas"][area]
+            share = counts.get("passed", 0) / sum(counts.values())
+            assert float(row[area]) == pytest.approx(points * share, abs=1e-3), (ident, area)
+        results = json.loads((tmp_path / "out" / "submissions" / ident / "results.json")
+                             .read_text())
+        assert valid_gradescope_results(results) == []
+        assert [(t["name"], t["visibility"]) for t in results["tests"]] == [
+            ("Case files", "visible"), ("Detach", "hidden")]
+    assert float(book["ann"]["score"]) == 15 and float(book["ben"]["Case files"]) < 10
+    page = (tmp_path / "out" / "class.html").read_text()
+    assert "<a href='submissions/ben/report.html'>report</a>" in page
+    assert "<td>ann</td>" in page and "[<code>recip-form</code>]: 1 of 2" in page
+
+
+def test_gradescope_s_layout_is_graded_and_always_gets_its_results(tmp_path):
+    """docs/grading.md, "On Gradescope": `grade --gradescope ROOT` reads the submission where
+    Gradescope puts it and writes results.json where Gradescope reads it; a submission it
+    cannot load scores 0 and says why; an autograder without a submission folder still
+    writes results.json, saying so, and is a usage error."""
+    def autograde(root):
+        return subprocess.run([sys.executable, "-m", "gradient_conformance", "grade",
+                               "--gradescope", str(root), "--module", "impl",
+                               "--max-examples", "5", *SELECT], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=600)
+    root = tmp_path / "autograder"
+    root.mkdir()
+    _student(root / "submission", "depth_first")
+    run = autograde(root)
+    assert run.returncode == 0, run.stderr[-3000:]
+    results = json.loads((root / "results" / "results.json").read_text())
+    assert valid_gradescope_results(results) == []
+    tapes = next(t for t in results["tests"] if t["name"] == "Tapes")
+    assert 0 < tapes["score"] < tapes["max_score"] and tapes["status"] == "failed"
+    # The first divergence as the terminal shows it, less the grader's own paths.
+    assert "The first divergence:" in tapes["output"] and "--- the tape" in tapes["output"]
+    assert "--- differing derivatives ---" in tapes["output"]
+    assert "replay:" not in tapes["output"] and str(tmp_path) not in tapes["output"]
+    assert results["output"] == "Each area below: how many of its tests passed, and its " \
+        "first divergence."
+    assert (root / "results" / "conformance" / "submissions" / "submission" /
+            "report.html").exists()
+    other = tmp_path / "other"
+    (other / "submission").mkdir(parents=True)
+    (other / "submission" / "notes.txt").write_text("my code is in the cloud\n")
+    run = autograde(other)
+    assert run.returncode == 0, run.stderr[-3000:]
+    results = json.loads((other / "results" / "results.json").read_text())
+    assert valid_gradescope_results(results) == [] and results["score"] == 0
+    assert results["output"] == "no implementation to load: no impl.py in it (--module)"
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    run = autograde(empty)
     assert run.returncode == 2 and "Traceback" not in run.stderr
-    assert "2 .py files at its top level (a.py, b.py): name the implementation's module " \
-        "with --module" in run.stderr
+    results = json.loads((empty / "results" / "results.json").read_text())
+    assert valid_gradescope_results(results) == [] and results["score"] == 0
+    assert results["output"].startswith("The autograder could not grade this submission: ")
+
+
+@pytest.mark.skipif(_chromium() is None, reason="Chromium is not installed (make test installs "
+                    "Debian's chromium where it can: apt-get, as root)")
+def test_the_class_page_in_a_real_browser(tmp_path):
+    """Issue 56: the class page opened in headless Chromium. At 1200 px nothing overflows
+    sideways, every label of the histogram is inside its picture (its tallest count was
+    once cut off at the top), each cause is a heading with its count, and the screenshot
+    is a picture. The page has no script of its own, so the measuring one goes into a copy."""
+    submissions = _class(tmp_path / "class")
+    for who in ("bob", "carol"):
+        shutil.rmtree(submissions / who)
+    graded = _grade(submissions, tmp_path / "out", "--jobs", "2")
+    assert graded.returncode == 0, graded.stderr[-3000:]
+    page = tmp_path / "measured.html"
+    page.write_text((tmp_path / "out" / "class.html").read_text().replace("</body>", """<script>
+        var root = document.documentElement, box = document.querySelector("svg");
+        var frame = box.getBoundingClientRect(), outside = 0;
+        document.querySelectorAll("svg text, svg rect").forEach(function (e) {
+          var r = e.getBoundingClientRect();
+          if (r.top < frame.top || r.bottom > frame.bottom) outside += 1; });
+        document.body.setAttribute("data-fits", String(root.scrollWidth <= window.innerWidth));
+        document.body.setAttribute("data-outside", String(outside));
+        </script></body>"""))
+    dom = _browse(page, tmp_path, "--dump-dom", "--window-size=1200,900")
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert 'data-fits="true"' in dom.stdout and 'data-outside="0"' in dom.stdout, \
+        re.findall(r'data-\w+="[^"]*"', dom.stdout)
+    assert "<h3>crashes with KeyError: 1 of 3</h3>" in dom.stdout
+    assert "[<code>tape-depth-first</code>]: 1 of 3</h3>" in dom.stdout
+    shot = tmp_path / "class.png"
+    _browse(tmp_path / "out" / "class.html", tmp_path, f"--screenshot={shot}",
+            "--window-size=1200,1800")
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
 
 
 @pytest.mark.slow

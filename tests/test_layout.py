@@ -118,8 +118,8 @@ def test_nothing_outside_the_checks_imports_them():
 # The rooms of conformance/, in README's order: each imports only rooms before it.
 ROOMS = ("outcome", "readings", "findings", "tallies", "true_derivative", "propagated",
          "running", "casefiles", "diagnosis", "transports", "explain", "divergence", "reduce",
-         "known", "totals", "options", "failure", "collection", "session", "plugin", "checks",
-         "commands")
+         "known", "totals", "options", "failure", "areas", "collection", "session", "plugin",
+         "checks", "commands")
 
 
 def _room(name: str) -> str | None:

@@ -93,19 +93,21 @@ def test_two_matrices_at_one_path_compare(tmp_path):
 HISTORY_DEPENDENT = {"adapters.torch_compile_impl"}
 
 
-def _every_claim_holds(spec: str, report) -> None:
+def _every_claim_holds(spec: str, report) -> str:
     """`gradient-conformance recheck` finds every claim of a real system's report true:
     each divergence reproduced, each named variant and decision borne out, each value or
-    rejection location probed again (issue 53, docs/commands.md, "Recheck")."""
+    rejection location probed again (issue 53, docs/commands.md, "Recheck"). Its closing
+    line: how many claims it re-checked."""
     checked = subprocess.run([sys.executable, "-m", "gradient_conformance", "recheck",
                               str(report), f"--impl={spec}"], cwd=ROOT, capture_output=True,
                              text=True, timeout=1800)
     said = checked.stdout + checked.stderr
     assert checked.returncode == 0 and "every one holds" in said, (spec, said[-3000:])
+    return next(line for line in checked.stdout.splitlines() if "every one holds" in line)
 
 
 @pytest.mark.slow
-def test_the_matrix_of_systems(tmp_path):
+def test_the_matrix_of_systems(tmp_path, figures):
     """Second tier: every system this checkout can run (the reference, the fast
     implementation, each adapter whose package `make test` installed, MXNet and TensorFlow.js
     where make set them up), under the ci profile at 40 cases a generated check (`make
@@ -114,13 +116,14 @@ def test_the_matrix_of_systems(tmp_path):
     run ends with a report, not cut short; the reference and the fast implementation pass
     every check they run; each real system's failed checks have their divergences in the
     document, which names no path of this machine, and every claim its report makes holds
-    when re-checked outside the run (`recheck`: 0 false names, decisions or locations)."""
+    when re-checked outside the run (`recheck`: 0 false names, decisions or locations). Each
+    real system's seconds, divergences and claims re-checked are among the figures."""
     from gradient_conformance.adapters.systems import systems
     written = tmp_path / "systems.md"
     run = subprocess.run([sys.executable, "-m", "gradient_conformance", "matrix", "--systems",
                           "--max-examples", "40", "--report", str(tmp_path / "matrix.html"),
-                          "--markdown", str(written)], cwd=ROOT, capture_output=True, text=True,
-                         timeout=3600)
+                          "--markdown", str(written)],
+                         cwd=ROOT, capture_output=True, text=True, timeout=3600)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     found = systems(ROOT)
     assert len(found) > 2, "no system besides the bundled ones: make test installs some"
@@ -133,7 +136,10 @@ def test_the_matrix_of_systems(tmp_path):
         else:
             assert {d["check"] for d in report["divergences"]} == failed, spec
             if spec not in HISTORY_DEPENDENT:
-                _every_claim_holds(spec, tmp_path / "matrix.runs" / f"{stem_of(spec)}.json")
+                said = _every_claim_holds(spec,
+                                          tmp_path / "matrix.runs" / f"{stem_of(spec)}.json")
+                figures(f"matrix: {spec}: {report['seconds']:.0f} s, "
+                        f"{len(report['divergences'])} divergences; {said}")
     text = written.read_text()
     assert str(ROOT) not in text and sys.prefix not in text and str(tmp_path) not in text
     assert text.count("\n| ") >= len(found)  # a row a system

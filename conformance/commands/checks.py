@@ -7,47 +7,14 @@ importing them, so that it answers at once and says nothing the checks do not sa
 
 from __future__ import annotations
 
-import ast
-import pathlib
-import re
-
-CHECKS = pathlib.Path(__file__).resolve().parent.parent / "checks"
-_SPEC = re.compile(r'SPEC\.md,\s+"([^"]+)"')
-_DOCS = re.compile(r'docs/\w+\.md,\s+"([^"]+)"')
-
-
-def _checks():
-    """(file, check, its docstring, its module's docstring) for every check, in file order,
-    read from the source."""
-    for path in sorted(CHECKS.glob("test_*.py")):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        module = ast.get_docstring(tree) or ""
-        for node in tree.body:
-            if isinstance(node, ast.FunctionDef) and node.name.startswith("test_"):
-                yield path.name, node.name, ast.get_docstring(node) or "", module
+from gradient_conformance.conformance.areas import CHECKS, checks_in_source
 
 
 def listed() -> list[tuple[str, str, str]]:
     """(file, check, what it checks) for every check, in file order: the first sentence of
     its docstring, or of its module's where it has none."""
     return [(file, name, _sentence(own) or _sentence(module))
-            for file, name, own, module in _checks()]
-
-
-def areas() -> dict[str, str]:
-    """check -> its area (docs/grading.md, "The rubric"), read from the installed checks'
-    source (not imported): the first SPEC.md section its docstring names, else its module
-    docstring's, else the first docs/ section either names."""
-    found = {}
-    for file, name, own, module in _checks():
-        own, module = " ".join(own.split()), " ".join(module.split())
-        named = (_SPEC.search(own) or _SPEC.search(module) or _DOCS.search(own) or
-                 _DOCS.search(module))
-        if named is None:
-            raise ValueError(f"{file}::{name} cites no section (of the spec, or of docs/): "
-                             "its area is unknown")
-        found[name] = named.group(1)
-    return found
+            for file, name, own, module in checks_in_source()]
 
 
 def _sentence(doc: str) -> str:
