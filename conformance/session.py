@@ -37,6 +37,23 @@ if TYPE_CHECKING:
 HUNG_CHECKS = 3  # checks in a row in which the implementation timed out: the run stops
 
 
+def versions() -> dict[str, str]:
+    """What a run's cases and answers depend on besides the implementation: Python, numpy,
+    Hypothesis, and this package where it is installed (a report's `versions`; `grade`
+    states them for its class)."""
+    from importlib import metadata
+
+    import hypothesis
+    import numpy
+    found = {"python": sys.version.split()[0], "numpy": numpy.__version__,
+             "hypothesis": hypothesis.__version__}
+    try:
+        found["gradient-conformance"] = metadata.version("gradient-conformance")
+    except metadata.PackageNotFoundError:
+        pass
+    return found
+
+
 class Run:
     """The suite's state in this process: the implementation, and (where the reports are
     written) what every check saw."""
@@ -360,20 +377,9 @@ class Run:
                 "that replays it")
 
     def report(self) -> Report:
-        from importlib import metadata
-
-        import hypothesis
-        import numpy
-
         from gradient_conformance.conformance.totals import Totals, coverage
         from gradient_conformance.reports.records import Report
         totals = self.totals if self.totals is not None else Totals()
-        versions = {"python": sys.version.split()[0], "numpy": numpy.__version__,
-                    "hypothesis": hypothesis.__version__}
-        try:
-            versions["gradient-conformance"] = metadata.version("gradient-conformance")
-        except metadata.PackageNotFoundError:
-            pass
         return Report(
             implementation=self.impl.described() if self.impl is not None else {},
             profile=self.profile,
@@ -384,7 +390,7 @@ class Run:
             compared=totals.compared, left_out=totals.left_out,
             conditions=totals.conditions,
             coverage=coverage(totals.conditions, totals.generated),
-            ulps=totals.ulps, divergences=totals.divergences, versions=versions,
+            ulps=totals.ulps, divergences=totals.divergences, versions=versions(),
             command=shlex.join(_command_line(self.config)),
             isolation=isolation(self.config, self.spec), interrupted=self.interrupted,
             confinement=self.confinement_words())

@@ -88,9 +88,9 @@ def _checked(record) -> list[Divergence]:
     if not isinstance(record, dict):
         raise ValueError(f"a check's record is {type(record).__name__}, not an object")
     for name, kind in (("check", str), ("area", str), ("outcome", str), ("cases", int),
-                       ("skip", str),
-                       ("ops", dict), ("ulps", dict), ("figures", dict), ("more", list),
-                       ("known", list), ("compared", dict), ("left_out", dict)):
+                       ("skip", str), ("ops", dict), ("ulps", dict), ("figures", dict),
+                       ("more", list), ("known", list), ("compared", dict),
+                       ("left_out", dict)):
         value = record.get(name, kind())
         if not isinstance(value, kind) or isinstance(value, bool) or \
                 (name in ("check", "outcome") and not value):

@@ -58,8 +58,8 @@ class Rubric:
 
 def default_rubric(known: list[str]) -> Rubric:
     """Every area of `known` (areas.area_names), DEFAULT_POINTS each, visible."""
-    return Rubric(tuple(Area(name, DEFAULT_POINTS) for name in sorted(set(known))),
-                  tuple(sorted(set(known))))
+    names = tuple(sorted(set(known)))
+    return Rubric(tuple(Area(name, DEFAULT_POINTS) for name in names), names)
 
 
 def load_rubric(text: str, where: str, known: list[str]) -> Rubric:

@@ -221,9 +221,12 @@ def grade(found: dict[str, Submission], out: pathlib.Path, *, rubric,
         write_atomically(out / "submissions" / ident / "results.json", json.dumps(
             results_json(area_scores, seconds=seconds[ident], problem=problem, said=said),
             indent=1))
-    versions = _versions()
+    # What decides the cases a derandomized profile draws: the checks, Hypothesis, Python.
+    from gradient_conformance.conformance.session import versions as run_versions
+    versions = run_versions()
     about = (f"Every submission ran the suite {' '.join(suite_args)} (gradient-conformance "
-             f"{versions['gradient-conformance']}, Hypothesis {versions['hypothesis']}, "
+             f"{versions.get('gradient-conformance', '(not installed)')}, Hypothesis "
+             f"{versions['hypothesis']}, "
              f"Python {versions['python']}): the same checks and the same cases for each, "
              "since the ci profile is derandomized (each check draws its cases from a seed "
              f"fixed by the check itself). Scored by {rubric.source}.")
@@ -249,20 +252,6 @@ def grade(found: dict[str, Submission], out: pathlib.Path, *, rubric,
            "jobs": jobs if scheduler is None else None, "scheduler": scheduler}
     write_atomically(out / "grade.json", json.dumps(ran, indent=1))
     return ran
-
-
-def _versions() -> dict[str, str]:
-    """What decides the cases a derandomized profile draws: the suite's checks, Hypothesis
-    and Python."""
-    from importlib import metadata
-
-    import hypothesis
-    try:
-        suite = metadata.version("gradient-conformance")
-    except metadata.PackageNotFoundError:
-        suite = "(not installed)"
-    return {"gradient-conformance": suite, "hypothesis": hypothesis.__version__,
-            "python": sys.version.split()[0]}
 
 
 def _as_completed(client, futures):
@@ -329,8 +318,8 @@ def _on_gradescope(args, root: pathlib.Path) -> int:
     SUBMISSIONS or --out given too) says so to the student too, and is a usage error (exit
     2); anything else, the same, and the error as the command reports it."""
     import tempfile
-    results = root / "results"
-    graded = results / "conformance" / "submissions" / "submission" / "results.json"
+    results, ident = root / "results", "submission"  # the class of one: its id
+    graded = results / "conformance" / "submissions" / ident / "results.json"
     try:
         results.mkdir(parents=True, exist_ok=True)
         if args.submissions is not None or args.out is not None:
@@ -341,7 +330,7 @@ def _on_gradescope(args, root: pathlib.Path) -> int:
                              "submission there")
         with tempfile.TemporaryDirectory() as tmp:
             (pathlib.Path(tmp) / "class").mkdir()
-            (pathlib.Path(tmp) / "class" / "submission").symlink_to(
+            (pathlib.Path(tmp) / "class" / ident).symlink_to(
                 (root / "submission").resolve(), target_is_directory=True)
             _graded(args, pathlib.Path(tmp) / "class", results / "conformance")
         text = graded.read_text(encoding="utf-8")
@@ -397,6 +386,6 @@ def _graded(args, where: pathlib.Path, out: pathlib.Path) -> int:
     unfinished = [i for i, s in ran["submissions"].items() if s["problem"]]
     print(f"graded {len(ran['submissions'])} submissions in {ran['seconds']:.0f} s; "
           f"{len(unfinished)} without a report; "
-          + (f"{len(left_out)} left out (their names are no ids: above); " if left_out else "")
+          + (f"{len(left_out)} left out (each said above, with why); " if left_out else "")
           + f"the class page: {out / 'class.html'}")
     return 0
