@@ -5,17 +5,19 @@ through `Tensor.alu` (CDIV and CMOD are C's idiv and mod), and reduce, expand, r
 bitcast and detach map to the Tensor methods of the same names, on the adapter kit
 (adapters/kit.py). `gradient` is `y.gradient(x)`, tinygrad's own reverse mode on its graph.
 
-tinygrad picks its device from the environment: run with DEV=PYTHON (the pure-Python device,
-no compiler), as `make test` and `python -m conformance matrix` do. Even then, a gradient that
-constant-folds is realized on the CPU device, which needs clang (`make test` installs it where
-it can).
+tinygrad picks its device from DEV, which the sandbox's scrubbed environment does not keep:
+so it runs on its default device, CPU, which compiles each kernel with clang (`make test`
+installs it where it can), unless the user passes DEV on (`--pass-env DEV`, with DEV=PYTHON
+for the pure-Python device). The device is part of the version the adapter states ("0.14.0 on
+CPU"), so a report says which device its answers came from, and `recheck` re-checks it only
+on that one (another version is a usage error there).
 """
 
 from __future__ import annotations
 
 import importlib.metadata
 
-from tinygrad import Tensor, dtypes
+from tinygrad import Device, Tensor, dtypes
 from tinygrad.uop.ops import Ops
 
 from gradient_conformance.adapters.kit import Framework
@@ -66,7 +68,8 @@ DTYPES = {"f32": dtypes.float32, "i32": dtypes.int32, "bool": dtypes.bool}
 
 
 class Tinygrad(Framework):
-    name, version = "tinygrad", importlib.metadata.version("tinygrad")
+    name = "tinygrad"
+    version = f"{importlib.metadata.version('tinygrad')} on {Device.DEFAULT}"
     ops, dtypes = OPS, DTYPES
 
     def tensor(self, array):

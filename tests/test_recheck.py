@@ -86,18 +86,37 @@ def test_a_false_claim_is_found_false(report, tmp_path, kind, change):
     assert "\n  false: divergence " in out, out
 
 
-def test_nothing_to_re_check_is_a_usage_error(tmp_path):
+def test_nothing_to_re_check_is_a_usage_error(report, tmp_path):
     empty = tmp_path / "empty.json"
-    empty.write_text(json.dumps({"divergences": []}))
+    of = {"implementation": report["implementation"]}
+    empty.write_text(json.dumps({"divergences": []} | of))
     status, out = recheck(empty)
     assert status == 2 and "no claim to re-check" in out, out
     for text, said in (("{", "Expecting"), ("[]", "not a report"),
-                       ('{"divergences": 3}', "no list of divergences")):
+                       (json.dumps({"divergences": 3} | of), "no list of divergences"),
+                       (json.dumps({"divergences": []}), "which implementation it is of")):
         empty.write_text(text)
         status, out = recheck(empty)
         assert status == 2 and said in out and "Traceback" not in out, out
     status, out = recheck(tmp_path / "missing.json")
     assert status == 2 and "No such file" in out and "Traceback" not in out, out
+
+
+def test_a_report_is_re_checked_only_against_the_implementation_it_is_of(report, tmp_path):
+    """Re-checked against another implementation, or another version of it (tinygrad on
+    another device), a report's claims would be found false for no fault of the run's: a
+    usage error naming both, and nothing re-checked."""
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(report))
+    status, out = recheck(path, impl="reference")
+    assert status == 2 and "Traceback" not in out, out
+    assert f"the report is of '{report['implementation']['name']} " in out, out
+    assert "--impl loads 'reference" in out and "claims re-checked" not in out, out
+    changed = json.loads(json.dumps(report))
+    changed["implementation"]["version"] = "0.14.0 on CPU"
+    path.write_text(json.dumps(changed))
+    status, out = recheck(path)
+    assert status == 2 and "0.14.0 on CPU" in out and "claims re-checked" not in out, out
 
 
 def test_a_case_file_divergence_reads_back_from_its_inputs_bits():
@@ -188,3 +207,57 @@ def test_an_answer_that_depends_on_what_ran_before_is_asked_first_thing_in_a_new
         assert any("depends on what it ran before" in why for why in found.left_out)
     finally:
         impl.close()
+
+
+def test_an_answer_the_same_in_both_processes_is_asked_after_the_report_s_other_programs(
+        tmp_path):
+    """A run's answer came after thousands of programs: a divergence whose value both the
+    re-check's process and a new one give otherwise (here: nothing ran before it in either)
+    is asked in the new process after the report's other programs. After one of them it gives
+    the report's bits: the claim holds, and says how; it gives other bits there, and never
+    the report's: left out as depending on history; the same bits after every one (a steady
+    implementation, the reference): false. A failure of the run's (a timeout under load) that
+    does not recur is left out too."""
+    from gradient_conformance.conformance.commands.recheck import recheck as recheck_report
+    from gradient_conformance.conformance.transports.loading import load
+    module = tmp_path / "stale.py"
+    module.write_text(STALE)
+    steady = tmp_path / "steady.py"
+    steady.write_text("from gradient_conformance.reference import build  # noqa: F401\n")
+    earlier = ("%a = buffer slot=0 dtype=f32 shape=[]\n%o = buffer slot=1 dtype=f32 "
+               "shape=[]\nstore %o 1.0\n")
+
+    def divergence(source: str, bits: str) -> dict:
+        return {"source": source, "expected_status": "ok", "actual_status": "ok",
+                "inputs": [{"slot": 0, "dtype": "f32", "shape": [], "bits": ["0x3f800000"]},
+                           {"slot": 1, "dtype": "f32", "shape": [], "bits": ["0x00000000"]}],
+                "elements": [{"slot": 1, "index": 0, "expected_bits": "0x40400000",
+                              "actual_bits": bits}], "diagnosis": {}, "location": {}}
+
+    def rechecked(bits: str, before: str, module=module):
+        impl = load(str(module))
+        try:
+            return recheck_report(impl, {"divergences": [divergence(PROGRAM, bits),
+                                                         divergence(before, "0x00000000")]},
+                                  fresh=lambda: load(str(module)))
+        finally:
+            impl.close()
+    after_earlier = f"{np.float32(len(earlier)).view(np.uint32):#010x}"
+    found = rechecked(after_earlier, earlier)
+    assert found.held["reproduced"] >= 1 and found.after_another == 1, found.lines()
+    assert "only in a new process after another of the report's programs" in \
+        "\n".join(found.lines())
+    found = rechecked("0x40a00000", earlier)  # 5.0: after no program of the report
+    assert not found.false and found.after_another == 0, found.lines()
+    assert any("depends on what it ran before" in why for why in found.left_out)
+    found = rechecked(after_earlier, earlier, steady)
+    assert found.false.get("reproduced") and found.after_another == 0, found.lines()
+    impl = load(str(steady))  # a timeout of the run's, which the re-check does not meet
+    try:
+        timed_out = divergence(PROGRAM, "") | {"actual_status": "failure", "elements": []}
+        found = recheck_report(impl, {"divergences": [timed_out]},
+                               fresh=lambda: load(str(steady)))
+    finally:
+        impl.close()
+    assert not found.false and found.checked == 0, found.lines()
+    assert any("does not meet again" in why for why in found.left_out), found.lines()

@@ -38,11 +38,9 @@ def run_one(spec: str, out: pathlib.Path, *, profile: str = "ci",
     """The suite against one implementation, in a subprocess: its report, or None and what
     went wrong."""
     stem = stem_of(spec)
-    env = dict(os.environ)
-    env.setdefault("DEV", "PYTHON")  # tinygrad's device; no other system reads it
     done = in_subprocess([f"--impl={spec}", f"--profile={profile}", "-q", "-p",
                           "no:cacheprovider", f"--report={out / (stem + '.html')}", *extra],
-                         report_json=out / f"{stem}.json", env=env)
+                         report_json=out / f"{stem}.json")
     if done.code not in (0, 1) or done.report is None:  # 0 agrees, 1 diverges
         tail = done.output.strip().splitlines()[-5:]
         return None, f"exit status {done.code}: " + " ".join(tail)[-300:]

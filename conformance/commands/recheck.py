@@ -25,9 +25,15 @@ is the audit of those words, by other means than the run's own:
   cut before it. The locator's other kinds (shares, folds, hash
   consing, loops) are counted as not re-probed, by kind.
 
-What is not re-checked is said, with why; a report with nothing to re-check is a usage
-error. Exit status: 0 when every claim re-checked holds, 1 when one does not, 2 for a usage
-error.
+A divergence that does not reproduce is asked again: in the same process, first thing in a
+new one, and there after each of a few of the report's other programs. Only an answer the same
+every time is evidence against the report; one that changes with what ran before, and never
+as the report says, is left out, as is a failure of the run's (a timeout, a memory limit, a
+crash) that does not recur.
+
+What is not re-checked is said, with why; a report with nothing to re-check, or of another
+implementation than X (another name or version), is a usage error. Exit status: 0 when every
+claim re-checked holds, 1 when one does not, 2 for a usage error.
 """
 
 from __future__ import annotations
@@ -76,8 +82,10 @@ class Rechecked:
     # Of the names that held, re-run with every gradient stored: whether they gave every
     # value the implementation gave (True), or differed only where they keep the spec's.
     stored: Counter = field(default_factory=Counter)
-    # Divergences that reproduced only first thing in a new process of the implementation.
+    # Divergences that reproduced only first thing in a new process of the implementation,
+    # and only there after another of the report's programs.
     first_thing: int = 0
+    after_another: int = 0
 
     def claim(self, kind: str, holds: bool, said: str) -> None:
         if holds:
@@ -100,6 +108,10 @@ class Rechecked:
                 said.append(f"  of those that hold, {self.first_thing} only first thing in a "
                             "new process: after the programs before it, the implementation "
                             "answered otherwise (its answer depends on what it ran before)")
+            if kind == "reproduced" and self.after_another:
+                said.append(f"  of those that hold, {self.after_another} only in a new process "
+                            "after another of the report's programs (its answer depends on "
+                            "what it ran before)")
             if kind == "named" and self.stored:
                 said.append(f"  of those that hold, re-run with every gradient stored: "
                             f"{self.stored[True]} give every value the implementation gives, "
@@ -107,6 +119,22 @@ class Rechecked:
                             "spec's value (another cause)")
         said += [f"not re-checked, {n}: {why}" for why, n in sorted(self.left_out.items())]
         return said
+
+
+def _another_implementation(report: dict, loaded: str) -> str:
+    """Why the report's claims cannot be re-checked against the implementation `loaded` (its
+    name and version, as a report states them), or "": a report is re-checked only against the
+    implementation it is of. A real system's answers may differ between its versions and
+    configurations (tinygrad's between devices, which its adapter's version names), and a claim
+    re-checked against another would be found false for what is no fault of the run's."""
+    said = report.get("implementation")
+    if not isinstance(said, dict) or not isinstance(said.get("name"), str):
+        return "the report does not say which implementation it is of (its \"implementation\")"
+    stated = f"{said['name']} {said.get('version', '')}".strip()
+    if stated != loaded:
+        return (f"the report is of {stated!r}, and --impl loads {loaded!r}: a report's claims "
+                "are re-checked against the implementation it is of")
+    return ""
 
 
 def recheck(impl, report: dict, fresh=None) -> Rechecked:
@@ -121,11 +149,42 @@ def recheck(impl, report: dict, fresh=None) -> Rechecked:
     for k, d in enumerate(divergences):
         if not isinstance(d, dict):
             raise ValueError(f"divergence {k} of the report is no object")
-        _recheck_one(impl, d, found, f"divergence {k + 1} ({d.get('test_id', '?')})", fresh)
+    programs = [_program_of(d) for d in divergences]
+    for k, d in enumerate(divergences):
+        # The report's other programs, nearest first: histories to ask a program after.
+        others = sorted((j for j in range(len(programs)) if j != k and programs[j]),
+                        key=lambda j: abs(j - k))[:HISTORIES]
+        _recheck_one(impl, d, found, f"divergence {k + 1} ({d.get('test_id', '?')})", fresh,
+                     [programs[j] for j in others])
     return found
 
 
-def _recheck_one(impl, d: dict, found: Rechecked, name: str, fresh=None) -> None:
+HISTORIES = 8  # of the report's other programs, the most a claim is asked again after
+
+
+def _program_of(d: dict) -> tuple[Reading, dict, bool] | None:
+    """A divergence's program, its inputs and whether it is only built; None for one the
+    re-check does not run (a tape's, none, inputs that do not read back)."""
+    source = d.get("source")
+    if str(d.get("case_name", "")).endswith(".json") or not isinstance(source, str) or \
+            not source:
+        return None
+    try:
+        buffers = _buffers(d.get("inputs", []))
+    except (ValueError, KeyError, TypeError):
+        return None
+    return Reading(source, measure=False), buffers, _build_only(d)
+
+
+def _build_only(d: dict) -> bool:
+    """Whether the divergence is of the program built (a rejection), not run."""
+    expected, actual = d.get("expected_status"), d.get("actual_status")
+    return expected == "rejected" or (actual == "ok" and not d.get("elements") and
+                                      expected != "ok")
+
+
+def _recheck_one(impl, d: dict, found: Rechecked, name: str, fresh=None,
+                 history: list | tuple = ()) -> None:
     if str(d.get("case_name", "")).endswith(".json"):
         found.left_out["a tape's divergence (the recheck re-runs programs)"] += 1
         return
@@ -139,14 +198,13 @@ def _recheck_one(impl, d: dict, found: Rechecked, name: str, fresh=None) -> None
     except (ValueError, KeyError, TypeError) as problem:
         found.claim("reproduced", False, f"{name}: its inputs do not read back ({problem})")
         return
-    expected, actual = d.get("expected_status"), d.get("actual_status")
-    build_only = expected == "rejected" or (actual == "ok" and not d.get("elements") and
-                                            expected != "ok")
+    build_only = _build_only(d)
     want = reading.outcome(buffers, build_only=build_only)
     got = _asked(impl, reading, buffers, build_only)
     wrong = _reproduced(d, want, got)
     if wrong:
-        settled = _asked_again(impl, fresh, d, reading, buffers, build_only, want, got, found)
+        settled = _asked_again(impl, fresh, d, reading, buffers, build_only, want, got, found,
+                               history)
         if settled is None:
             return
         wrong, got = settled
@@ -192,10 +250,14 @@ def _mapping(value) -> dict:
 
 
 def _asked_again(impl, fresh, d: dict, reading: Reading, buffers, build_only: bool,
-                 want: Outcome, got: Outcome, found: Rechecked) -> tuple[str, Outcome] | None:
+                 want: Outcome, got: Outcome, found: Rechecked,
+                 history: list | tuple = ()) -> tuple[str, Outcome] | None:
     """A claim that did not reproduce, asked again: None (left out) when the implementation
-    answers otherwise each time, or otherwise first thing in a new process (`fresh`) without
-    reproducing the report there either; else (what still differs, the answer kept)."""
+    answers otherwise each time, or otherwise first thing in a new process (`fresh`), or
+    otherwise there after one of `history` (the report's other programs), without reproducing
+    the report in either; else (what still differs, the answer kept). Only an answer the same
+    after every history tried is evidence against the report: a run's answer came after
+    thousands of programs, which no re-check replays."""
     again = _asked(impl, reading, buffers, build_only)
     if again.status != got.status or compare(got, again) is not None:
         found.left_out["a divergence whose program the implementation answers otherwise "
@@ -207,11 +269,24 @@ def _asked_again(impl, fresh, d: dict, reading: Reading, buffers, build_only: bo
     other = fresh()  # the same answer twice here: and first thing in a new process?
     try:
         first = _asked(other, reading, buffers, build_only)
+        alike = first.status == got.status and compare(got, first) is None
+        after = _after_another(other, reading, buffers, build_only, got, history) \
+            if alike else None
     finally:
         other.close()
-    if first.status == got.status and compare(got, first) is None:
+    if alike and after is None and d.get("actual_status") == "failure" and \
+            got.status != "failure":
+        found.left_out["a failure of the run's (a timeout, a memory limit, a crash) that the "
+                       "implementation does not meet again: these depend on the machine's "
+                       "load and limits and on what ran before, so its claims cannot be "
+                       "re-checked"] += 1
+        return None
+    if alike and after is None:
         return _reproduced(d, want, got), got
-    if _reproduced(d, want, first):
+    if alike and after is not None and not _reproduced(d, want, after):
+        found.after_another += 1
+        return "", after  # after another of the report's programs, as the report says
+    if alike or _reproduced(d, want, first):
         found.left_out["a divergence whose program the implementation answers otherwise in a "
                        "new process than after the programs before it (its answer depends on "
                        "what it ran before: memory it did not write, a cache): its claims "
@@ -219,6 +294,18 @@ def _asked_again(impl, fresh, d: dict, reading: Reading, buffers, build_only: bo
         return None
     found.first_thing += 1
     return "", first  # first thing in a new process, as the report says
+
+
+def _after_another(impl, reading: Reading, buffers, build_only: bool, got: Outcome,
+                   history) -> Outcome | None:
+    """The first answer to the program, asked after each of `history`'s programs in turn,
+    that is not `got`; None when every one is."""
+    for program, inputs, only_built in history:
+        _asked(impl, program, inputs, only_built)
+        answer = _asked(impl, reading, buffers, build_only)
+        if answer.status != got.status or compare(got, answer) is not None:
+            return answer
+    return None
 
 
 def _buffers(inputs) -> dict[int, np.ndarray]:
@@ -427,6 +514,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {args.report}: not a report (a JSON object)", file=sys.stderr)
         return 2
     impl = load_implementation(args.impl, args.case_timeout, confinement_of(args))
+    other = _another_implementation(report, impl.label)
+    if other:
+        impl.close()
+        print(f"error: {args.report}: {other}", file=sys.stderr)
+        return 2
     try:
         found = recheck(impl, report, fresh=lambda: load_implementation(
             args.impl, args.case_timeout, confinement_of(args)))
