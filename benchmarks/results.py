@@ -39,8 +39,12 @@ SCRIPTS = [
      ["--jobs", "2", "--", "-k", "tape_case_file", "--max-examples", "2"]),
     ("grade_class_each_way", ["--jobs", "1", "2", "--dask"],
      ["--jobs", "1", "--dask", "--", "-k", "tape_case_file", "--max-examples", "2"]),
+    # The class of 148 on a local Dask cluster of two workers alone (issue 56's last figure).
+    ("grade_class_dask", ["--copies", "13", "--jobs", "--dask"],
+     ["--jobs", "--dask", "--", "-k", "tape_case_file", "--max-examples", "2"]),
 ]
-MODULES = {"grade_class_each_way": "grade_class"}  # a section named apart from its script
+# Sections named apart from their script.
+MODULES = {"grade_class_each_way": "grade_class", "grade_class_dask": "grade_class"}
 
 
 def scrubbed(text: str) -> str:
