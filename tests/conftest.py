@@ -46,7 +46,7 @@ COSTLIEST = 5
 # Where benchmarks/tiers.py wants every test's seconds: taken from the environment by this
 # session alone, so that no run a test starts (the battery as nobody, a user's own pytest)
 # writes its own seconds there, or fails for not being allowed to.
-RECORD: dict[str, str] = {}
+RECORD = pytest.StashKey[str]()
 
 
 def pytest_addoption(parser):
@@ -56,9 +56,7 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
     settings.load_profile("slow" if config.getoption("--slow") else "default")
-    every = os.environ.pop("GRADIENT_CONFORMANCE_TEST_SECONDS", "")
-    if every:
-        RECORD["every"] = every
+    config.stash[RECORD] = os.environ.pop("GRADIENT_CONFORMANCE_TEST_SECONDS", "")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -98,7 +96,7 @@ def pytest_terminal_summary(terminalreporter):
             terminalreporter.write_line(f"{sum(each):7.1f} s  {name} ({len(each)} tests)")
         # Every test's, for benchmarks/tiers.py to keep beside the tier's log (where to
         # trim a tier is a question of all of them, not of the ten slowest).
-        every = RECORD.get("every")
+        every = terminalreporter.config.stash.get(RECORD, "")
         if every:
             import json
             pathlib.Path(every).write_text(json.dumps(
